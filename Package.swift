@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+// StoreLedger: App Store receipts and notifications -> Kafka stages -> PostgreSQL membership ledger.
+// No outside Swift packages: C libraries come from Debian as system library targets, each
+// imported by exactly one adapter module (Kafka, Postgres, Crypto, HTTPServer).
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "StoreLedger",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "storeledger", targets: ["StoreLedgerCLI"]),
+    ],
+    targets: [
+        // C libraries (one system library target each).
+        .systemLibrary(name: "CRdKafka", path: "Sources/Shared/CRdKafka", pkgConfig: "rdkafka",
+                       providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CLibPQ", path: "Sources/Shared/CLibPQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "COpenSSL", path: "Sources/Shared/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/Shared/CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+
+        // Adapters: the only modules that import the C targets.
+        .target(name: "Kafka", dependencies: ["CRdKafka", "Runtime"], path: "Sources/Shared/Kafka", swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Runtime"], path: "Sources/Shared/Postgres", swiftSettings: strict),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], path: "Sources/Shared/Crypto", swiftSettings: strict),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Runtime"], path: "Sources/Shared/HTTPServer", swiftSettings: strict),
+
+        // Pure code: runtime plumbing (config, logs, metrics, services) and the domain.
+        .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
+        .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
+        .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
+
+        // Deployable roles.
+        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
+                path: "Sources/Ingest", swiftSettings: strict),
+        .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "Runtime", "Kafka", "Postgres", "Crypto"],
+                path: "Sources/Workers/Stages", swiftSettings: strict),
+        .executableTarget(name: "StoreLedgerCLI", dependencies: ["Ingest", "Workers", "Runtime", "Kafka", "Postgres"],
+                          path: "Sources/Workers/CLI", swiftSettings: strict),
+
+        // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
+        .testTarget(name: "DomainTests", dependencies: ["Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
+        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka"],
+                    path: "Tests/IntegrationTests", swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,60 @@
+import Foundation
+import Synchronization
+
+/// A value in a structured log line. Keep secrets out: nothing here redacts for you.
+public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral {
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public static func of(_ value: Int) -> LogValue { .int(Int64(value)) }
+
+    var json: Any {
+        switch self {
+        case .string(let s): return s
+        case .int(let i): return i
+        case .double(let d): return d
+        case .bool(let b): return b
+        }
+    }
+}
+
+public enum LogLevel: Int, Sendable, Comparable {
+    case debug = 0, info, warning, error
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    var name: String { ["debug", "info", "warning", "error"][rawValue] }
+}
+
+/// JSON-lines logger writing to standard error: one object per line with `ts`, `level`,
+/// `component`, `event` and the given fields. Event names are the vocabulary in `LogEvent`.
+public struct Logger: Sendable {
+    public let component: String
+    private static let minimum = Atomic<Int>(LogLevel.info.rawValue)
+    private static let lock = Mutex(())
+
+    public init(component: String) { self.component = component }
+
+    public static func setMinimumLevel(_ level: LogLevel) { minimum.store(level.rawValue, ordering: .relaxed) }
+
+    public func debug(_ event: String, _ fields: [String: LogValue] = [:]) { write(.debug, event, fields) }
+    public func info(_ event: String, _ fields: [String: LogValue] = [:]) { write(.info, event, fields) }
+    public func warning(_ event: String, _ fields: [String: LogValue] = [:]) { write(.warning, event, fields) }
+    public func error(_ event: String, _ fields: [String: LogValue] = [:]) { write(.error, event, fields) }
+
+    public func write(_ level: LogLevel, _ event: String, _ fields: [String: LogValue]) {
+        guard level.rawValue >= Logger.minimum.load(ordering: .relaxed) else { return }
+        var object: [String: Any] = [
+            "ts": ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
+                                              formatOptions: [.withInternetDateTime, .withFractionalSeconds]),
+            "level": level.name, "component": component, "event": event,
+        ]
+        for (key, value) in fields { object[key] = value.json }
+        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        data.append(0x0A)
+        Logger.lock.withLock { _ in FileHandle.standardError.write(data) }
+    }
+}

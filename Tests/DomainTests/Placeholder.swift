@@ -1,0 +1,2 @@
+import XCTest
+final class DomainTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }
