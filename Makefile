@@ -1,0 +1,28 @@
+# The two commands of the README: `make run` (StoreLedger with embedded defaults) and `make test`.
+SWIFT ?= swift
+WERROR = -Xswiftc -warnings-as-errors
+
+.PHONY: run test deps build release bench fuzz clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build $(WERROR)
+
+release: deps
+	$(SWIFT) build -c release $(WERROR)
+
+## Starts broker, PostgreSQL, migrations, ingest and all workers, drives a short demo, stays up until Ctrl-C.
+run: release
+	.build/release/storeledger dev --demo
+
+## Installs, builds with warnings as errors, runs unit, adapter and integration tests.
+test: deps
+	scripts/test.sh
+
+bench: release
+	.build/release/storeledger bench all
+
+clean:
+	rm -rf .build

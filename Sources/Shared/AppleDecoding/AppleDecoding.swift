@@ -1,1 +1,0 @@
-// AppleDecoding module

@@ -1,0 +1,84 @@
+import Domain
+import Foundation
+
+/// App Store Server Notifications V1 (deprecated by Apple, still sent to apps that never moved).
+/// Both body shapes: before 2021-03-10 the latest receipt info sits at the top level, after it only
+/// inside `unified_receipt`. https://developer.apple.com/documentation/appstoreservernotifications/responsebodyv1
+public struct NotificationV1Decoder: Sendable {
+    /// Shared secrets accepted in `password`; empty = no check (not for production).
+    public var sharedSecrets: [String]
+
+    public init(sharedSecrets: [String] = []) { self.sharedSecrets = sharedSecrets }
+
+    /// One event per subscription mentioned in the body. `eventId` is derived from the raw bytes,
+    /// since V1 bodies carry no notification id.
+    public func decode(body: [UInt8], receivedAtMs: Int64, rawPosition: RecordPosition?) -> Result<[AppleEvent], PermanentFailure> {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let root = JSONFields(parsed) else {
+            return .failure(PermanentFailure("invalid_json", "V1 notification body is not a JSON object"))
+        }
+        guard let type = root.string("notification_type"), !type.isEmpty else {
+            return .failure(PermanentFailure("missing_field", "V1 notification has no notification_type"))
+        }
+        if !sharedSecrets.isEmpty {
+            guard let password = root.string("password"),
+                  sharedSecrets.contains(where: { constantTimeEquals($0, password) }) else {
+                return .failure(PermanentFailure("invalid_shared_secret", "V1 notification password does not match any configured shared secret"))
+            }
+        }
+        let unified = root.object("unified_receipt")
+        let environment = normalizeEnvironment(root.string("environment") ?? unified?.string("environment"))
+        let bundleId = root.string("bid")
+
+        var transactionObjects = unified?.array("latest_receipt_info") ?? []
+        // Pre-2021 shape: a single object (or array) at the top level, plus the expired variant.
+        for key in ["latest_receipt_info", "latest_expired_receipt_info"] {
+            if let single = root.object(key) { transactionObjects.append(single) }
+            transactionObjects += root.array(key)
+        }
+        let transactions = transactionObjects.compactMap { ReceiptFields.transaction($0, bundleId: bundleId) }
+        let renewals = (unified?.array("pending_renewal_info") ?? []).compactMap(ReceiptFields.renewal)
+
+        let meta = NotificationMeta(
+            type: type, autoRenewStatus: root.bool("auto_renew_status"),
+            autoRenewProductId: root.string("auto_renew_product_id"),
+            autoRenewStatusChangeDateMs: root.int64("auto_renew_status_change_date_ms"))
+
+        var keys = Set(transactions.map(\.originalTransactionId))
+        keys.formUnion(renewals.map(\.originalTransactionId))
+        if let topLevel = root.string("original_transaction_id") { keys.insert(topLevel) }
+        guard !keys.isEmpty else {
+            return .failure(PermanentFailure("missing_field", "V1 \(type) notification names no original_transaction_id"))
+        }
+        let digest = EventDigest.hex(of: body)
+        let events = keys.sorted().map { key in
+            AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
+                       bundleId: bundleId, subscriptionKey: key, notification: meta,
+                       transactions: transactions.filter { $0.originalTransactionId == key },
+                       renewalInfo: renewals.first { $0.originalTransactionId == key },
+                       receivedAtMs: receivedAtMs, rawPosition: rawPosition)
+        }
+        return .success(events)
+    }
+}
+
+/// "PROD" (V1 body), "Production", "Sandbox", "Xcode", "LocalTesting"; unknown kept raw.
+func normalizeEnvironment(_ raw: String?) -> String {
+    switch raw?.lowercased() {
+    case "prod", "production": return "Production"
+    case "sandbox": return "Sandbox"
+    case "xcode": return "Xcode"
+    case "localtesting": return "LocalTesting"
+    case nil: return "Production"
+    default: return raw!
+    }
+}
+
+/// Compares secrets without an early exit, so response time does not reveal a matching prefix.
+func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8), y = Array(b.utf8)
+    var difference = UInt8(x.count == y.count ? 0 : 1)
+    for i in 0..<max(x.count, y.count) {
+        difference |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
+    }
+    return difference == 0
+}

@@ -1,0 +1,44 @@
+/// The pipeline's Kafka topics. One vocabulary for every process (ARCHITECTURE.md).
+public enum Topic {
+    public static let notificationsRaw = "storeledger.notifications.raw"
+    public static let receiptsRaw = "storeledger.receipts.raw"
+    public static let decoded = "storeledger.transactions.decoded"
+    public static let unique = "storeledger.transactions.unique"
+    public static let commands = "storeledger.membership.commands"
+    public static let deadLetter = "storeledger.deadletter"
+    public static let signRequests = "storeledger.offers.sign.requests"
+    public static let signReplies = "storeledger.offers.sign.replies"
+
+    public static let all = [notificationsRaw, receiptsRaw, decoded, unique, commands, deadLetter,
+                             signRequests, signReplies]
+}
+
+/// Kafka header names the pipeline writes. Raw records keep the caller's HTTP headers as `http.<name>`.
+public enum RecordHeader {
+    public static let receivedAt = "storeledger.received-at"      // ms since epoch, decimal text
+    public static let source = "storeledger.source"                // RawSource raw value
+    public static let contentType = "storeledger.content-type"
+    public static let httpPrefix = "http."
+    public static let schema = "storeledger.schema"                // payload schema of typed records
+}
+
+/// Where a raw record came from at the edge.
+public enum RawSource: String, Codable, Sendable {
+    case appStoreNotification = "appstore-notification"
+    case appReceipt = "app-receipt"
+}
+
+/// Position of a record in Kafka: the cause of everything downstream points here.
+public struct RecordPosition: Codable, Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+
+    public init(topic: String, partition: Int32, offset: Int64) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+    }
+
+    public var description: String { "\(topic)/\(partition)@\(offset)" }
+}

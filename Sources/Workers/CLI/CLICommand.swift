@@ -1,0 +1,58 @@
+import Foundation
+import Kafka
+import Runtime
+
+/// One subcommand. `run` returns the process exit code: 0 ok, 1 failure, 2 usage error.
+protocol CLICommand {
+    var name: String { get }
+    var summary: String { get }
+    var usage: String { get }
+    var flagNames: Set<String> { get }
+    var optionNames: Set<String> { get }
+    func run(_ arguments: Arguments) throws -> Int32
+}
+
+extension CLICommand {
+    var flagNames: Set<String> { [] }
+}
+
+func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
+    do {
+        let arguments = try Arguments(argv, flagNames: command.flagNames.union(["help"]))
+        if arguments.has("help") {
+            print("usage: storeledger \(command.name) \(command.usage)\n\n\(command.summary)")
+            return 0
+        }
+        try arguments.rejectUnknown(allowed: command.optionNames.union(command.flagNames).union(["help"]))
+        return try command.run(arguments)
+    } catch let error as UsageError {
+        FileHandle.standardError.write(Data("storeledger \(command.name): \(error)\nusage: storeledger \(command.name) \(command.usage)\n".utf8))
+        return 2
+    } catch {
+        Logger(component: command.name).error("command_failed", ["error": .string(String(describing: error))])
+        return 1
+    }
+}
+
+/// Shared settings read from options first, then the environment.
+struct Environment {
+    static func value(_ arguments: Arguments, option: String, env: String) -> String? {
+        arguments.value(option) ?? ProcessInfo.processInfo.environment[env].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    static func kafka(_ arguments: Arguments, clientId: String) throws -> KafkaConfig {
+        guard let bootstrap = value(arguments, option: "bootstrap", env: "KAFKA_BOOTSTRAP_SERVERS") else {
+            throw UsageError("no Kafka bootstrap servers: pass --bootstrap or set KAFKA_BOOTSTRAP_SERVERS")
+        }
+        var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
+        if let session = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"], let ms = Int64(session) {
+            config.sessionTimeout = .milliseconds(ms)
+            config.heartbeatInterval = .milliseconds(max(100, ms / 10))
+        }
+        return config
+    }
+
+    static func databaseURL(_ arguments: Arguments) -> String? {
+        value(arguments, option: "database-url", env: "DATABASE_URL")
+    }
+}

@@ -1,0 +1,115 @@
+import AppleDecoding
+import Domain
+import Foundation
+import Ingest
+import Kafka
+import Postgres
+import Runtime
+import Workers
+
+struct BrokerCommand: CLICommand {
+    let name = "broker"
+    let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. Prints BOOTSTRAP=<address>; stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
+    let usage = "[--port P] [--brokers N] [--partitions N]"
+    let optionNames: Set<String> = ["port", "brokers", "partitions"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        let port = try arguments.value("port").map { _ in try arguments.int("port", default: 0) }
+        let brokers = try arguments.int("brokers", default: 1)
+        let partitions = try arguments.int("partitions", default: 12)
+        guard brokers >= 1, partitions >= 1 else { throw UsageError("--brokers and --partitions must be at least 1") }
+        let stop = StopSignal()
+        let logger = Logger(component: "broker")
+        stop.installSignalHandlers(logger: logger)
+        let broker = try EmbeddedBroker(brokers: brokers, port: port)
+        for topic in Topic.all {
+            try broker.createTopic(topic, partitions: Int32(partitions), replicationFactor: Int32(min(brokers, 3)))
+        }
+        print("BOOTSTRAP=\(broker.bootstrapServers)")
+        fflush(nil)
+        logger.info("broker_ready", ["bootstrap": .string(broker.bootstrapServers), "brokers": .of(brokers),
+                                     "partitions": .of(partitions)])
+        stop.wait()
+        broker.close()
+        logger.info("broker_stopped")
+        return 0
+    }
+}
+
+struct MigrateCommand: CLICommand {
+    let name = "migrate"
+    let summary = "Apply StoreLedger's versioned PostgreSQL migrations (idempotent; safe to run concurrently)."
+    let usage = "[--database-url URL]   (or DATABASE_URL)"
+    let optionNames: Set<String> = ["database-url"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        guard let url = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
+        let applied = try Migrator.migrate(try PGConnection(url: url), Schema.migrations)
+        Logger(component: "migrate").info("migrated", ["applied": .string(applied.map(String.init).joined(separator: ","))])
+        return 0
+    }
+}
+
+struct IngestCommand: CLICommand {
+    let name = "ingest"
+    let summary = "Serve the HTTP edge: Apple notifications, app receipts, membership read API, health and metrics."
+    let usage = "[--host H] [--port P] [--threads N] [--max-body-bytes N] [--bootstrap B] [--database-url URL]"
+    let optionNames: Set<String> = ["host", "port", "threads", "max-body-bytes", "bootstrap", "database-url"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        var config = IngestConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-ingest"),
+                                  databaseURL: Environment.databaseURL(arguments))
+        config.host = arguments.value("host") ?? config.host
+        config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
+        config.threads = try arguments.int("threads", default: config.threads)
+        config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        let stop = StopSignal()
+        stop.installSignalHandlers(logger: Logger(component: "ingest"))
+        let service = try IngestService(config: config)
+        try service.start()
+        print("INGEST=http://\(config.host):\(service.port)")
+        fflush(nil)
+        stop.wait()
+        service.stop()
+        return 0
+    }
+}
+
+struct WorkerCommand: CLICommand {
+    let name = "worker"
+    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership."
+    let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
+            throw UsageError("name exactly one stage")
+        }
+        let logic: any StageLogic
+        switch stageName {
+        case "decode":
+            let secrets = (ProcessInfo.processInfo.environment["STORELEDGER_V1_SHARED_SECRETS"] ?? "")
+                .split(separator: ",").map(String.init).filter { !$0.isEmpty }
+            logic = DecodeStage(decoder: AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: secrets)))
+        case "dedupe": logic = DedupeStage()
+        case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments))
+        case "membership": logic = MembershipStage()
+        default: throw UsageError("unknown stage \(stageName)")
+        }
+        var config = StageRunnerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-\(stageName)"),
+                                       databaseURL: Environment.databaseURL(arguments),
+                                       groupId: arguments.value("group") ?? "storeledger-\(stageName)")
+        if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
+        config.maxBatch = 500
+        let stop = StopSignal()
+        stop.installSignalHandlers(logger: Logger(component: "worker.\(stageName)"))
+        try StageRunner(logic: logic, config: config).run(until: stop)
+        return 0
+    }
+
+    private func loadCatalog(_ arguments: Arguments) throws -> Catalog {
+        guard let path = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") else { return Catalog() }
+        guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read catalog \(path)") }
+        return try JSONDecoder().decode(Catalog.self, from: data)
+    }
+}

@@ -1,0 +1,36 @@
+import Domain
+import Foundation
+import Kafka
+import Postgres
+import Runtime
+
+/// Classify: what is new about a subscription → membership commands (R3, R5). Stateless.
+public struct ClassifyStage: StageLogic {
+    public let name = "classify"
+    public let inputTopics = [Topic.unique]
+    public let usesDatabase = false
+    let catalog: Catalog
+
+    public init(catalog: Catalog) { self.catalog = catalog }
+
+    public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
+        var result = StageBatchResult()
+        let decoder = JSONDecoder()
+        let encoder = JSONEncoder.pipeline
+        for record in records {
+            let unique: UniqueEvent
+            do {
+                unique = try decoder.decode(UniqueEvent.self, from: Data(record.value))
+            } catch {
+                result.deadLetters.append(DeadLetter(stage: name, record: record,
+                                                     failure: PermanentFailure("invalid_event", "not a UniqueEvent: \(error)")))
+                continue
+            }
+            for command in classify(unique, catalog: catalog) {
+                result.outputs.append(OutputRecord(topic: Topic.commands, key: command.subscriptionKey,
+                                                   value: try encoder.encode(command).bytes))
+            }
+        }
+        return result
+    }
+}
