@@ -1,0 +1,125 @@
+import COpenSSL
+import Foundation
+
+/// A public key (EC P-256/P-384 or RSA) for signature verification.
+///
+/// Verification never throws: a malformed or wrong signature is simply `false`.
+// @unchecked Sendable: the EVP_PKEY is owned, never mutated after init, and OpenSSL 3 allows
+// concurrent verify operations on one key (each call uses its own EVP_MD_CTX).
+public final class PublicKey: @unchecked Sendable, Hashable, CustomStringConvertible {
+    public enum KeyType: Sendable, Hashable {
+        case p256
+        case p384
+        case rsa(bits: Int)
+        /// Parsed but not usable for verification here (another curve or algorithm).
+        case unsupported(String)
+
+        /// Bytes per ECDSA component (r or s), nil for non-EC keys.
+        public var ecdsaComponentLength: Int? {
+            switch self {
+            case .p256: 32
+            case .p384: 48
+            default: nil
+            }
+        }
+    }
+
+    let pkey: OpaquePointer
+    public let type: KeyType
+    /// DER SubjectPublicKeyInfo: the stable identity of the key (compare, pin, export).
+    public let spkiDER: [UInt8]
+
+    /// Takes ownership of `pkey` (freed on failure too).
+    init(taking pkey: OpaquePointer) throws(CryptoError) {
+        guard let spki = OpenSSLBridge.encodeDER({ i2d_PUBKEY(pkey, $0) }) else {
+            EVP_PKEY_free(pkey)
+            throw .drainingQueue("encode public key as SubjectPublicKeyInfo")
+        }
+        self.pkey = pkey
+        self.spkiDER = spki
+        self.type = Self.keyType(of: pkey)
+    }
+
+    /// From DER SubjectPublicKeyInfo. EC points are checked to lie on the curve.
+    public convenience init(spkiDER: [UInt8]) throws(CryptoError) {
+        guard let pkey = OpenSSLBridge.decodeDER(spkiDER, free: { EVP_PKEY_free($0) }, { d2i_PUBKEY(nil, $0, $1) }) else {
+            throw .drainingQueue("parse SubjectPublicKeyInfo DER")
+        }
+        try self.init(taking: pkey)
+    }
+
+    /// From PEM `-----BEGIN PUBLIC KEY-----`.
+    public convenience init(pem: String) throws(CryptoError) {
+        let pkey = OpenSSLBridge.withReadBIO(Array(pem.utf8)) { bio in
+            PEM_read_bio_PUBKEY(bio, nil, { _, _, _, _ in -1 }, nil)
+        }
+        guard let pkey else { throw .drainingQueue("parse PEM public key") }
+        try self.init(taking: pkey)
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    /// Verifies a signature in the key's native encoding: DER for ECDSA, PKCS#1 v1.5 for RSA.
+    /// RSA + `.sha1` covers iOS 6 transaction receipts.
+    public func verify(signature: [UInt8], message: some ContiguousBytes, digest: DigestAlgorithm = .sha256) -> Bool {
+        guard !signature.isEmpty else { return false }
+        if case .unsupported = type { return false }
+        return message.withUnsafeBytes { messageBytes in
+            signature.withUnsafeBufferPointer { signatureBytes in
+                digestVerify(signature: signatureBytes, message: messageBytes, digest: digest)
+            }
+        }
+    }
+
+    public func verify(signature: ECDSASignature, message: some ContiguousBytes, digest: DigestAlgorithm = .sha256) -> Bool {
+        guard let length = type.ecdsaComponentLength, signature.componentLength == length else { return false }
+        return verify(signature: signature.der, message: message, digest: digest)
+    }
+
+    /// Verifies a JWS-style r‖s signature (64 bytes for P-256, 96 for P-384).
+    public func verify(rawSignature: [UInt8], message: some ContiguousBytes, digest: DigestAlgorithm = .sha256) -> Bool {
+        guard let signature = try? ECDSASignature(raw: rawSignature) else { return false }
+        return verify(signature: signature, message: message, digest: digest)
+    }
+
+    private func digestVerify(signature: UnsafeBufferPointer<UInt8>, message: UnsafeRawBufferPointer, digest: DigestAlgorithm) -> Bool {
+        // Expected failures leave entries on the thread's error queue; never let them leak.
+        defer { OpenSSLErrorQueue.clear() }
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit(context, nil, digest.evpMD, nil, pkey) == 1 else { return false }
+        let messagePointer = message.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        return EVP_DigestVerify(context, signature.baseAddress, signature.count, messagePointer, message.count) == 1
+    }
+
+    public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool { lhs.spkiDER == rhs.spkiDER }
+    public func hash(into hasher: inout Hasher) { hasher.combine(spkiDER) }
+
+    public var description: String { "PublicKey(\(type), spki-sha256 \(OpenSSLBridge.hex(SHA256.hash(spkiDER).prefix(8))))" }
+
+    static func keyType(of pkey: OpaquePointer) -> KeyType {
+        switch EVP_PKEY_get_base_id(pkey) {
+        case EVP_PKEY_EC:
+            let curve = groupName(of: pkey) ?? "unknown"
+            switch curve {
+            case "prime256v1", "P-256": return .p256
+            case "secp384r1", "P-384": return .p384
+            default: return .unsupported("EC \(curve)")
+            }
+        case EVP_PKEY_RSA:
+            return .rsa(bits: Int(EVP_PKEY_get_bits(pkey)))
+        case let id:
+            return .unsupported(OBJ_nid2sn(id).map { String(cString: $0) } ?? "NID \(id)")
+        }
+    }
+
+    static func groupName(of pkey: OpaquePointer) -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_group_name(pkey, &buffer, buffer.count, &length) == 1 else {
+            OpenSSLErrorQueue.clear()
+            return nil
+        }
+        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

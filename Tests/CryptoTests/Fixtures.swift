@@ -1,0 +1,74 @@
+import Crypto
+import Foundation
+import XCTest
+
+/// The shared acceptance fixtures (../shared/fixtures from the package root; see SOURCES.md).
+enum Fixtures {
+    static let root: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // CryptoTests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()  // package root
+        .appendingPathComponent("../shared/fixtures")
+        .standardized
+
+    /// Skips the calling test when the fixtures folder is absent (e.g. a bare checkout).
+    static func requireFolder() throws {
+        guard FileManager.default.fileExists(atPath: root.path) else {
+            throw XCTSkip("fixtures folder \(root.path) is absent; see /work/shared/fixtures/SOURCES.md")
+        }
+    }
+
+    static func bytes(_ path: String) throws -> [UInt8] {
+        try requireFolder()
+        return Array(try Data(contentsOf: root.appendingPathComponent(path)))
+    }
+
+    static func text(_ path: String) throws -> String {
+        String(decoding: try bytes(path), as: UTF8.self)
+    }
+
+    /// A file holding base64 text (receipts, legacy transaction receipts).
+    static func base64File(_ path: String) throws -> [UInt8] {
+        try XCTUnwrap(Base64.decode(try text(path)), "fixture \(path) is not base64")
+    }
+
+    /// A string field of a JSON object file.
+    static func jsonString(_ path: String, field: String) throws -> String {
+        let object = try JSONSerialization.jsonObject(with: Data(try bytes(path))) as? [String: Any]
+        return try XCTUnwrap(object?[field] as? String, "\(path) has no string field \(field)")
+    }
+
+    static func certificate(_ path: String) throws -> X509Certificate {
+        let data = try bytes(path)
+        // The test PKI's .pem files open with `openssl x509 -text` output before the PEM block.
+        let text = String(decoding: data, as: UTF8.self)
+        return text.contains("-----BEGIN CERTIFICATE-----") ? try X509Certificate(pem: text) : try X509Certificate(der: data)
+    }
+
+    // Apple's test PKI (apple-lib/certs) and the real Apple certificates (certs/apple-real).
+    static func testCA() throws -> X509Certificate { try certificate("apple-lib/certs/testCA.der") }
+    static func testIntermediate() throws -> X509Certificate { try certificate("apple-lib/certs/testIntermediate.pem") }
+    static func testLeaf() throws -> X509Certificate { try certificate("apple-lib/certs/testLeaf.pem") }
+    static func appleRootG3() throws -> X509Certificate { try certificate("certs/apple-real/AppleRootCA-G3.cer") }
+    static func appleWWDRG6() throws -> X509Certificate { try certificate("certs/apple-real/AppleWWDRCAG6.cer") }
+    static func appleIncRoot() throws -> X509Certificate { try certificate("certs/apple-real/AppleIncRootCertificate.cer") }
+    static func storeKitTestRoot() throws -> X509Certificate { try certificate("certs/xcode/StoreKitTestCertificate.cer") }
+
+    /// The effective date of the origin chain tests (SOURCES.md §1), 2025-11-01.
+    static let chainTestDate = Date(timeIntervalSince1970: 1_761_962_975)
+
+    static func date(_ iso8601: String) -> Date {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: iso8601)!
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// The bytes with one bit flipped at `index`.
+    func flippingBit(at index: Int, bit: UInt8 = 0x01) -> [UInt8] {
+        var copy = self
+        copy[index] ^= bit
+        return copy
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class CryptoTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }
