@@ -10,11 +10,22 @@ public final class Supervisor: Sendable {
         public var role: String
         public var arguments: [String]
         public var environment: [String: String]
-        public init(role: String, arguments: [String], environment: [String: String] = [:]) {
+        /// What to do when the child exits on its own: restart it, or stop the whole set
+        /// (a child whose state cannot be rebuilt, like the in-memory broker).
+        public var onExit: ExitPolicy
+
+        public init(role: String, arguments: [String], environment: [String: String] = [:], onExit: ExitPolicy = .restart) {
             self.role = role
             self.arguments = arguments
             self.environment = environment
+            self.onExit = onExit
         }
+    }
+
+    public enum ExitPolicy: Sendable {
+        case restart
+        case stopAll
+        case ignore
     }
 
     private final class Running: @unchecked Sendable {
@@ -30,7 +41,13 @@ public final class Supervisor: Sendable {
     private let running = Mutex<[Running]>([])
     private let stopping = Atomic<Bool>(false)
 
-    public init(executable: String) { self.executable = executable }
+    /// Called once when a `.stopAll` child exits on its own.
+    private let onCriticalExit: @Sendable (String) -> Void
+
+    public init(executable: String, onCriticalExit: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.executable = executable
+        self.onCriticalExit = onCriticalExit
+    }
 
     /// Starts a child; `onLine` sees each line of its standard output (e.g. "BOOTSTRAP=...").
     @discardableResult
@@ -91,6 +108,13 @@ public final class Supervisor: Sendable {
     private func restartIfUnexpected(_ entry: Running, _ ended: Process, onLine: (@Sendable (String) -> Void)?) {
         guard !stopping.load(ordering: .acquiring) else { return }
         logger.warning("child_exited", ["role": .string(entry.child.role), "status": .of(Int(ended.terminationStatus))])
+        switch entry.child.onExit {
+        case .ignore: return
+        case .stopAll:
+            onCriticalExit(entry.child.role)
+            return
+        case .restart: break
+        }
         let attempt = running.withLock { _ in entry.restarts += 1; return entry.restarts }
         DispatchQueue.global().asyncAfter(deadline: .now() + min(5.0, 0.2 * Double(1 << min(attempt, 5)))) { [self] in
             guard !stopping.load(ordering: .acquiring) else { return }

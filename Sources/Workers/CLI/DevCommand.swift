@@ -20,7 +20,12 @@ struct DevCommand: CLICommand {
         stop.installSignalHandlers(logger: logger)
         let port = try arguments.int("port", default: 8080)
         let partitions = try arguments.int("partitions", default: 12)
-        let supervisor = Supervisor(executable: try selfExecutable())
+        let failed = Mutex<String?>(nil)
+        // The embedded broker keeps its data in memory: if it dies, the set cannot go on.
+        let supervisor = Supervisor(executable: try selfExecutable()) { role in
+            failed.withLock { $0 = role }
+            stop.stop()
+        }
         var embedded: EmbeddedPostgres?
         defer {
             supervisor.stopAll()
@@ -31,7 +36,7 @@ struct DevCommand: CLICommand {
         // Broker first: everything else needs its address.
         let bootstrap = Mutex<String?>(nil)
         let brokerReady = DispatchSemaphore(value: 0)
-        let brokerPid = try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", String(partitions)])) { line in
+        let brokerPid = try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", String(partitions)], onExit: .stopAll)) { line in
             if line.hasPrefix("BOOTSTRAP=") {
                 bootstrap.withLock { $0 = String(line.dropFirst("BOOTSTRAP=".count)) }
                 brokerReady.signal()
@@ -77,6 +82,10 @@ struct DevCommand: CLICommand {
         print(lines.joined(separator: "\n"))
         fflush(nil)
         stop.wait()
+        if let role = failed.withLock({ $0 }) {
+            logger.error("dev_child_failed", ["role": .string(role), "action": "stopping everything"])
+            return 1
+        }
         return 0
     }
 

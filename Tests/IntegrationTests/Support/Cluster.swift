@@ -1,0 +1,169 @@
+import Foundation
+import Kafka
+import Postgres
+import Runtime
+import Synchronization
+import XCTest
+
+/// The real system for integration tests: `storeledger broker`, a private PostgreSQL, migrations,
+/// `storeledger ingest` and one `storeledger worker` per stage, each a separate process of the
+/// built binary. No fakes: this is what `storeledger dev` runs, with handles for the tests.
+final class Cluster: @unchecked Sendable {
+    // Safe: set once in start() on the test thread, read afterwards.
+    let supervisor: Supervisor
+    private(set) var bootstrap = ""
+    private(set) var ingestURL = ""
+    private(set) var databaseURL = ""
+    private var postgres: EmbeddedPostgres?
+
+    static let stages = ["decode", "dedupe", "classify", "membership"]
+
+    init() throws {
+        supervisor = Supervisor(executable: try Cluster.binary())
+    }
+
+    /// The built `storeledger` executable (scripts/test.sh exports STORELEDGER_BIN).
+    static func binary() throws -> String {
+        if let path = ProcessInfo.processInfo.environment["STORELEDGER_BIN"], FileManager.default.isExecutableFile(atPath: path) {
+            return path
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let candidate = root.appendingPathComponent(".build/debug/storeledger").path
+        guard FileManager.default.isExecutableFile(atPath: candidate) else {
+            throw XCTSkip("storeledger binary not built at \(candidate); run scripts/test.sh")
+        }
+        return candidate
+    }
+
+    func start(extraEnvironment: [String: String] = [:]) throws {
+        let address = Mutex<String?>(nil)
+        let ready = DispatchSemaphore(value: 0)
+        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"], onExit: .ignore)) { line in
+            if line.hasPrefix("BOOTSTRAP=") {
+                address.withLock { $0 = String(line.dropFirst(10)) }
+                ready.signal()
+            }
+        }
+        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0 }) else {
+            throw ClusterError("broker did not start")
+        }
+        bootstrap = servers
+        let server = try EmbeddedPostgres.start()
+        postgres = server
+        databaseURL = server.url
+        try runOnce(["migrate", "--database-url", databaseURL])
+
+        let port = try Cluster.freePort()
+        ingestURL = "http://127.0.0.1:\(port)"
+        var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000"]
+        environment.merge(extraEnvironment) { $1 }
+        try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
+                                   environment: environment, onExit: .ignore))
+        for stage in Cluster.stages {
+            try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment, onExit: .ignore))
+        }
+        try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
+    }
+
+    func stop() {
+        supervisor.stopAll()
+        postgres?.stop()
+    }
+
+    func kill(_ role: String, signal: Int32 = SIGKILL) {
+        if let pid = supervisor.pid(of: role) { Foundation.kill(pid, signal) }
+    }
+
+    func runOnce(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
+        process.arguments = arguments
+        try process.run()
+        while process.isRunning { usleep(20_000) }
+        guard process.terminationStatus == 0 else { throw ClusterError("storeledger \(arguments.joined(separator: " ")) exited \(process.terminationStatus)") }
+    }
+
+    func database() throws -> PGConnection { try PGConnection(url: databaseURL) }
+
+    func kafka(clientId: String = "integration-test") -> KafkaConfig {
+        var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
+        config.sessionTimeout = .seconds(6)
+        config.heartbeatInterval = .milliseconds(500)
+        return config
+    }
+
+    /// Reads a whole topic from the beginning with a fresh consumer group.
+    func readTopic(_ topic: String, atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: [topic])
+        defer { consumer.close() }
+        var records: [KafkaRecord] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        var idleSince = Date()
+        while Date() < deadline {
+            let batch = try consumer.poll(maxRecords: 1000, timeout: .milliseconds(250))
+            if batch.isEmpty {
+                // Assignment takes a few seconds; once we have what we need, a short quiet period ends the read.
+                if records.count >= minimum, Date().timeIntervalSince(idleSince) > (minimum > 0 ? 1 : 6) { break }
+            } else {
+                records += batch
+                idleSince = Date()
+            }
+        }
+        return records
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw ClusterError("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+struct ClusterError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` until it holds or the timeout passes (then fails with `what`).
+func waitUntil(_ what: String, timeout: TimeInterval, interval: TimeInterval = 0.1, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return }
+        Thread.sleep(forTimeInterval: interval)
+    }
+    throw ClusterError("timed out after \(timeout) s waiting until \(what)")
+}
+
+/// Fixture files from ../shared/fixtures, skipping the test with a clear message when absent.
+enum Fixtures {
+    static var root: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("shared/fixtures")
+    }
+
+    static func data(_ path: String) throws -> Data {
+        let url = root.appendingPathComponent(path)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw XCTSkip("fixture \(path) not found under \(root.path) (../shared is absent)")
+        }
+        return data
+    }
+
+    static func json(_ path: String) throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: try data(path)) as? [String: Any] else {
+            throw ClusterError("fixture \(path) is not a JSON object")
+        }
+        return object
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A blocking HTTP client for tests.
+enum HTTP {
+    struct Response {
+        var status: Int
+        var body: Data
+        var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    static func get(_ url: String, timeout: TimeInterval = 10) throws -> Response {
+        try send(URLRequest(url: URL(string: url)!), timeout: timeout)
+    }
+
+    static func post(_ url: String, body: Data, contentType: String = "application/json", timeout: TimeInterval = 10) throws -> Response {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = "POST"
+        request.httpBody = body
+        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        return try send(request, timeout: timeout)
+    }
+
+    static func post(_ url: String, json: [String: Any], timeout: TimeInterval = 10) throws -> Response {
+        try post(url, body: try JSONSerialization.data(withJSONObject: json), timeout: timeout)
+    }
+
+    private final class Box: @unchecked Sendable {
+        // Safe: written once by the completion handler before the semaphore is signalled.
+        var result: Result<Response, Error> = .failure(URLError(.timedOut))
+    }
+
+    private static func send(_ request: URLRequest, timeout: TimeInterval) throws -> Response {
+        var request = request
+        request.timeoutInterval = timeout
+        let box = Box()
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { data, response, error in
+            if let error {
+                box.result = .failure(error)
+            } else {
+                box.result = .success(Response(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: data ?? Data()))
+            }
+            done.signal()
+        }.resume()
+        _ = done.wait(timeout: .now() + timeout + 1)
+        return try box.result.get()
+    }
+}
