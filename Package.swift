@@ -39,7 +39,13 @@ let package = Package(
                 path: "Sources/Ingest", swiftSettings: strict),
         .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
-        .executableTarget(name: "StoreLedgerCLI", dependencies: ["Ingest", "Workers", "Runtime", "Kafka", "Postgres"],
+        .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
+                path: "Sources/Workers/Signer", swiftSettings: strict),
+        .target(name: "Simulator", dependencies: ["Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
+                path: "Sources/Workers/Simulator", swiftSettings: strict),
+        .executableTarget(name: "StoreLedgerCLI",
+                          dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
+                                         "Kafka", "Postgres", "Crypto"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -48,7 +54,13 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka"],
+        .testTarget(name: "DecodingTests", dependencies: ["AppleDecoding", "Domain", "Crypto", "Runtime"],
+                    path: "Tests/DecodingTests", swiftSettings: strict),
+        .testTarget(name: "SignerTests", dependencies: ["Signer", "Crypto", "Domain", "Runtime"],
+                    path: "Tests/SignerTests", swiftSettings: strict),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "AppleDecoding", "Domain", "Crypto"],
+                    path: "Tests/SimulatorTests", swiftSettings: strict),
+        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -3,7 +3,7 @@ import Kafka
 import Runtime
 
 /// One subcommand. `run` returns the process exit code: 0 ok, 1 failure, 2 usage error.
-protocol CLICommand {
+protocol CLICommand: Sendable {
     var name: String { get }
     var summary: String { get }
     var usage: String { get }

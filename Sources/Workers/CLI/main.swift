@@ -3,8 +3,8 @@ import Runtime
 
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
-    BrokerCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(),
-]
+    BrokerCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
+] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {
     var text = "usage: storeledger <command> [options]   (storeledger <command> --help for details)\n\ncommands:\n"

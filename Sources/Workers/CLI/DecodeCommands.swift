@@ -1,0 +1,2 @@
+/// `receipt decode`, `jws verify` (issue 3).
+let decodeCommands: [CLICommand] = []

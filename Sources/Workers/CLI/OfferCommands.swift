@@ -1,0 +1,2 @@
+/// `signer`, `offer sign` (issue 4).
+let offerCommands: [CLICommand] = []

@@ -1,0 +1,2 @@
+/// `simulate` (issue 5).
+let simulatorCommands: [CLICommand] = []

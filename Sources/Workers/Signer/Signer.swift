@@ -1,0 +1,1 @@
+// Signer module: the promotional-offer signing worker (issue 4).

@@ -1,0 +1,1 @@
+// Simulator module: the App Store simulator and oracle (issue 5).
