@@ -1,0 +1,255 @@
+import Foundation
+import Runtime
+import Synchronization
+
+/// A private, throwaway PostgreSQL cluster for tests, demos and benchmarks, run from the
+/// distribution's server binaries (`/usr/lib/postgresql/<newest>/bin`, or the directory in
+/// `STORELEDGER_PG_BIN`). It lives in its own directory (data, socket, log), listens on
+/// 127.0.0.1 on a free port, trusts local connections and skips fsync: fast (~1.2 s to
+/// start) and disposable. `stop()` (or deinit) shuts it down and deletes the directory.
+///
+/// As root, initdb and pg_ctl refuse to run, so the directory is handed to the `postgres`
+/// user and the binaries run through `runuser -u postgres --`; the directory's parents must
+/// then be traversable by that user (the default, under the temp directory, is).
+public final class EmbeddedPostgres: Sendable {
+    /// `postgres://postgres@127.0.0.1:<port>/storeledger`
+    public let url: String
+    public let port: Int
+    /// The private directory (removed by `stop()`).
+    public let directory: String
+    public let binDirectory: String
+    private let runAsPostgres: Bool
+    private let stopped = Mutex(false)
+
+    public static let databaseName = "storeledger"
+
+    private var dataDirectory: String { directory + "/data" }
+    private var logFile: String { directory + "/server.log" }
+
+    private init(url: String, port: Int, directory: String, binDirectory: String, runAsPostgres: Bool) {
+        self.url = url
+        self.port = port
+        self.directory = directory
+        self.binDirectory = binDirectory
+        self.runAsPostgres = runAsPostgres
+    }
+
+    deinit { stop() }
+
+    /// Initialises and starts a cluster, then creates the `storeledger` database.
+    /// `directory` must not exist or be empty; by default a fresh one under the temp directory.
+    public static func start(directory: String? = nil) throws -> EmbeddedPostgres {
+        let bin = try findBinDirectory()
+        let directory = try makePrivateDirectory(directory)
+        let asPostgres = geteuid() == 0
+        do {
+            if asPostgres { try handToPostgresUser(directory) }
+            try initialise(directory: directory, bin: bin, asPostgres: asPostgres)
+            let port = try startServer(directory: directory, bin: bin, asPostgres: asPostgres)
+            let server = EmbeddedPostgres(url: "postgres://postgres@127.0.0.1:\(port)/\(databaseName)", port: port,
+                                          directory: directory, binDirectory: bin, runAsPostgres: asPostgres)
+            do {
+                _ = try server.createDatabase(databaseName)
+            } catch {
+                let tail = server.logTail()
+                server.stop()
+                throw PGError(kind: .embeddedServer, message: "could not create database \(databaseName): \(error)\n\(tail)")
+            }
+            return server
+        } catch {
+            killPostmaster(dataDirectory: directory + "/data")
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    /// Creates another database on this server (e.g. one per test) and returns its URL.
+    public func createDatabase(_ name: String) throws -> String {
+        let admin = try PGConnection(url: url(database: "postgres"))
+        defer { admin.close() }
+        try admin.execute("CREATE DATABASE \(identifier: name)")
+        return url(database: name)
+    }
+
+    /// The URL of a database on this server.
+    public func url(database: String) -> String {
+        let encoded = database.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? database
+        return "postgres://postgres@127.0.0.1:\(port)/\(encoded)"
+    }
+
+    /// Fast shutdown (`pg_ctl stop -m fast`), then the directory is removed. Idempotent.
+    public func stop() {
+        let wasStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        guard !wasStopped else { return }
+        let result = try? EmbeddedPostgres.run(binDirectory + "/pg_ctl",
+                                               ["-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"],
+                                               asPostgres: runAsPostgres, in: directory)
+        if result?.status != 0 { EmbeddedPostgres.killPostmaster(dataDirectory: dataDirectory) }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The last lines of the server log, for error messages.
+    public func logTail(maxBytes: Int = 4000) -> String {
+        EmbeddedPostgres.tail(of: logFile, maxBytes: maxBytes)
+    }
+
+    // MARK: Steps
+
+    private static func findBinDirectory() throws -> String {
+        let fileManager = FileManager.default
+        if let override = ProcessInfo.processInfo.environment["STORELEDGER_PG_BIN"], !override.isEmpty {
+            guard fileManager.isExecutableFile(atPath: override + "/initdb") else {
+                throw PGError(kind: .embeddedServer, message: "STORELEDGER_PG_BIN=\(override) has no initdb")
+            }
+            return override
+        }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: root)) ?? [])
+            .filter { fileManager.isExecutableFile(atPath: "\(root)/\($0)/bin/initdb") }
+            .sorted { $0.compare($1, options: .numeric) == .orderedAscending }
+        guard let newest = versions.last else {
+            throw PGError(kind: .embeddedServer, message: """
+                no PostgreSQL server binaries in \(root)/<version>/bin (install the postgresql package \
+                or set STORELEDGER_PG_BIN)
+                """)
+        }
+        return "\(root)/\(newest)/bin"
+    }
+
+    private static func makePrivateDirectory(_ requested: String?) throws -> String {
+        let fileManager = FileManager.default
+        if let requested {
+            let path = URL(fileURLWithPath: requested).standardizedFileURL.path
+            try? fileManager.createDirectory(atPath: path, withIntermediateDirectories: true)
+            guard let contents = try? fileManager.contentsOfDirectory(atPath: path), contents.isEmpty else {
+                throw PGError(kind: .embeddedServer, message: "\(path) must be an empty or new directory")
+            }
+            return path
+        }
+        var template = Array((NSTemporaryDirectory() + "/storeledger-pg-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw PGError(kind: .embeddedServer, message: "cannot create a temporary directory: errno \(errno)")
+        }
+        return URL(fileURLWithPath: String(cString: made)).standardizedFileURL.path
+    }
+
+    private static func handToPostgresUser(_ directory: String) throws {
+        guard let user = getpwnam("postgres") else {
+            throw PGError(kind: .embeddedServer, message: "running as root needs a postgres user to run the server as")
+        }
+        guard chown(directory, user.pointee.pw_uid, user.pointee.pw_gid) == 0 else {
+            throw PGError(kind: .embeddedServer, message: "cannot chown \(directory) to postgres: errno \(errno)")
+        }
+    }
+
+    private static func initialise(directory: String, bin: String, asPostgres: Bool) throws {
+        let result = try run(bin + "/initdb",
+                             ["-D", directory + "/data", "-A", "trust", "--no-sync", "-U", "postgres",
+                              "-E", "UTF8", "--no-locale"],
+                             asPostgres: asPostgres, in: directory)
+        guard result.status == 0 else {
+            throw PGError(kind: .embeddedServer, message: "initdb failed (\(result.status)):\n\(result.output.suffix(3000))")
+        }
+        let quotedDirectory = directory.replacingAll("'", with: "''")
+        let settings = """
+
+            # StoreLedger throwaway cluster
+            listen_addresses = '127.0.0.1'
+            unix_socket_directories = '\(quotedDirectory)'
+            fsync = off
+            max_connections = 200
+
+            """
+        guard let config = FileHandle(forWritingAtPath: directory + "/data/postgresql.conf") else {
+            throw PGError(kind: .embeddedServer, message: "cannot open postgresql.conf in \(directory)/data")
+        }
+        defer { try? config.close() }
+        try config.seekToEnd()
+        try config.write(contentsOf: Data(settings.utf8))
+    }
+
+    /// Starts the server on a free port; retries with another port if one was taken meanwhile.
+    private static func startServer(directory: String, bin: String, asPostgres: Bool) throws -> Int {
+        let log = directory + "/server.log"
+        var lastFailure = ""
+        for _ in 0..<4 {
+            let port = try freePort()
+            let result = try run(bin + "/pg_ctl",
+                                 ["-D", directory + "/data", "-l", log, "-w", "-t", "30", "-o", "-p \(port)", "start"],
+                                 asPostgres: asPostgres, in: directory)
+            if result.status == 0 { return port }
+            let serverLog = tail(of: log, maxBytes: 3000)
+            lastFailure = "pg_ctl start failed (\(result.status)): \(result.output.suffix(1000))\n\(serverLog)"
+            guard serverLog.contains("could not bind") || serverLog.contains("already in use") else { break }
+        }
+        throw PGError(kind: .embeddedServer, message: lastFailure)
+    }
+
+    /// Last resort when pg_ctl cannot stop the server: kill the postmaster recorded in our own data directory.
+    private static func killPostmaster(dataDirectory: String) {
+        guard let pidFile = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8),
+              let line = pidFile.split(separator: "\n").first, let pid = Int32(line), pid > 1 else { return }
+        kill(pid, SIGKILL)
+    }
+
+    // MARK: Plumbing
+
+    /// Asks the kernel for a free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw PGError(kind: .embeddedServer, message: "socket() failed: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw PGError(kind: .embeddedServer, message: "cannot find a free port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Runs a binary to completion in `directory` (as `postgres` via runuser when we are root)
+    /// and returns its exit status and combined output. Uses Runtime's posix_spawn `Subprocess`,
+    /// not Foundation's `Process`, whose `waitUntilExit` can hang on `pg_ctl start` (it leaves a
+    /// daemon behind) in programs that also supervise other processes. Output goes to a file,
+    /// not a pipe, so the postmaster cannot hold a pipe open.
+    static func run(_ executable: String, _ arguments: [String], asPostgres: Bool,
+                    in directory: String) throws -> (status: Int32, output: String) {
+        let outputPath = NSTemporaryDirectory() + "/storeledger-pg-\(UUID().uuidString).out"
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        // `env -C` sets the working directory: the server binaries fail in a directory the
+        // postgres user cannot read (e.g. /root).
+        var command = ["/usr/bin/env", "-C", directory, executable] + arguments
+        if asPostgres { command = [findRunuser(), "-u", "postgres", "--"] + command }
+        let status: Int32
+        do {
+            status = try Subprocess.run(command[0], Array(command.dropFirst()), outputPath: outputPath)
+        } catch {
+            throw PGError(kind: .embeddedServer, message: "cannot run \(executable): \(error)")
+        }
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        return (status, text)
+    }
+
+    private static func findRunuser() -> String {
+        ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]
+            .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/runuser"
+    }
+
+    static func tail(of path: String, maxBytes: Int) -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return "(no server log at \(path))" }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()) ?? 0
+        try? handle.seek(toOffset: size > UInt64(maxBytes) ? size - UInt64(maxBytes) : 0)
+        let data = (try? handle.readToEnd()) ?? Data()
+        return "--- server log tail (\(path)) ---\n" + String(decoding: data, as: UTF8.self)
+    }
+}

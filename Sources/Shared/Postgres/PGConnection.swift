@@ -1,0 +1,304 @@
+import CLibPQ
+import Foundation
+import Runtime
+
+/// Transaction isolation for `PGConnection.transaction`.
+public enum PGIsolation: String, Sendable {
+    case readCommitted = "READ COMMITTED"
+    case repeatableRead = "REPEATABLE READ"
+    case serializable = "SERIALIZABLE"
+}
+
+/// One blocking libpq connection. Not thread-safe: use it from one thread at a time
+/// (`PGPool` hands connections to threads). Every statement goes through `SQL`, so values
+/// travel as bind parameters (PQexecParams); results come back in text format.
+///
+/// Batches: bind one array per column and `unnest` them, one statement and one round trip
+/// for a whole Kafka poll's worth of rows (PostgreSQL caps a statement at 65535 binds,
+/// arrays count as one):
+///
+///     try conn.execute("""
+///         INSERT INTO events (id, payload, at)
+///         SELECT * FROM unnest(\(ids)::text[], \(payloads)::bigint[], \(dates)::timestamptz[])
+///         ON CONFLICT (id) DO NOTHING
+///         """)
+public final class PGConnection {
+    private var handle: OpaquePointer?
+    private let conninfo: String
+    /// Statement text + parameter types -> server-side prepared statement name.
+    private var preparedNames: [String: String] = [:]
+    private var savepointDepth = 0
+
+    /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
+    /// string. Errors never repeat the URL (it may hold a password).
+    public init(url: String) throws {
+        conninfo = url
+        handle = try PGConnection.connect(url)
+    }
+
+    deinit { close() }
+
+    /// Closes the connection; later calls fail with `PGError.usage` until `reset()`.
+    public func close() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+    }
+
+    /// True when closed or libpq has seen the connection fail. libpq notices a dead socket
+    /// only when a statement fails, so a broken connection shows after its first error.
+    public var isBroken: Bool {
+        guard let handle else { return true }
+        return PQstatus(handle) != CONNECTION_OK
+    }
+
+    /// True inside `BEGIN` (also when the transaction has failed and awaits ROLLBACK).
+    public var inTransaction: Bool {
+        guard let handle else { return false }
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
+    }
+
+    /// Reconnects with the original parameters (after a broken connection or `close()`).
+    public func reset() throws {
+        preparedNames = [:]
+        savepointDepth = 0
+        if let handle {
+            PQreset(handle)
+            if PQstatus(handle) == CONNECTION_OK {
+                try PGConnection.configureSession(handle)
+                return
+            }
+            close()
+        }
+        handle = try PGConnection.connect(conninfo)
+    }
+
+    // MARK: Statements
+
+    /// Runs one statement and returns its rows. `prepared: true` prepares the statement
+    /// text once per connection and reuses it (saves parse/plan time on hot statements).
+    @discardableResult
+    public func query(_ sql: SQL, prepared: Bool = false) throws -> PGRows {
+        let handle = try open()
+        let (text, binds) = sql.render()
+        let result = try Parameters.with(binds, statement: text) { parameters in
+            if prepared {
+                let name = try preparedName(text, parameters, handle: handle, binds: binds)
+                return PQexecPrepared(handle, name, parameters.count, parameters.values,
+                                      parameters.lengths, parameters.formats, 0)
+            }
+            return PQexecParams(handle, text, parameters.count, parameters.types, parameters.values,
+                                parameters.lengths, parameters.formats, 0)
+        }
+        return try rows(checking: result, statement: text, binds: binds)
+    }
+
+    /// Runs one statement and returns the number of rows it inserted/updated/deleted.
+    @discardableResult
+    public func execute(_ sql: SQL, prepared: Bool = false) throws -> Int {
+        try query(sql, prepared: prepared).rowsAffected
+    }
+
+    /// Runs a script of several `;`-separated statements with no parameters (simple query
+    /// protocol). Meant for migrations and fixed commands, never for text built from data.
+    public func executeScript(_ text: String) throws {
+        let handle = try open()
+        _ = try rows(checking: PQexec(handle, text), statement: PGConnection.summary(of: text), binds: [])
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws (the
+    /// error is rethrown). Nested calls become savepoints. If a statement failed inside the
+    /// body and the body swallowed the error, the transaction is rolled back and this throws:
+    /// PostgreSQL would otherwise turn the COMMIT into a silent ROLLBACK.
+    @discardableResult
+    public func transaction<T>(isolation: PGIsolation? = nil, _ body: (PGConnection) throws -> T) throws -> T {
+        if inTransaction { return try savepoint(body) }
+        try executeScript(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
+        do {
+            let value = try body(self)
+            try commit()
+            return value
+        } catch {
+            rollbackIfOpen()
+            throw error
+        }
+    }
+
+    private func commit() throws {
+        let handle = try open()
+        if PQtransactionStatus(handle) == PQTRANS_INERROR {
+            throw PGError(kind: .usage, sqlState: "25P02",
+                          message: "transaction aborted by an earlier failed statement; rolled back instead of committing")
+        }
+        try executeScript("COMMIT")
+    }
+
+    private func rollbackIfOpen() {
+        guard !isBroken, inTransaction else { return }
+        try? executeScript("ROLLBACK")
+    }
+
+    private func savepoint<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        savepointDepth += 1
+        defer { savepointDepth -= 1 }
+        let name = "storeledger_sp_\(savepointDepth)"
+        try executeScript("SAVEPOINT \(name)")
+        do {
+            let value = try body(self)
+            try executeScript("RELEASE SAVEPOINT \(name)")
+            return value
+        } catch {
+            if !isBroken { try? executeScript("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)") }
+            throw error
+        }
+    }
+
+    // MARK: Internals
+
+    private func open() throws -> OpaquePointer {
+        guard let handle else { throw PGError(kind: .usage, message: "connection is closed; call reset() to reconnect") }
+        return handle
+    }
+
+    private func preparedName(_ text: String, _ parameters: Parameters, handle: OpaquePointer,
+                              binds: [PGValue]) throws -> String {
+        let key = text + "\u{0}" + parameters.types.map(String.init).joined(separator: ",")
+        if let name = preparedNames[key] { return name }
+        let name = "storeledger_\(preparedNames.count + 1)"
+        let result = PQprepare(handle, name, text, parameters.count, parameters.types)
+        _ = try rows(checking: result, statement: text, binds: binds)
+        preparedNames[key] = name
+        return name
+    }
+
+    /// Turns a libpq result into rows, or into a `PGError` (freeing the result).
+    private func rows(checking result: OpaquePointer?, statement: String, binds: [PGValue]) throws -> PGRows {
+        guard let result else {
+            throw PGError(kind: .connection, message: lastErrorMessage(), statement: statement)
+        }
+        let status = PQresultStatus(result)
+        if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
+            let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+            return PGRows(result: PGResultHandle(result), rowsAffected: affected)
+        }
+        defer { PQclear(result) }
+        func field(_ code: Int32) -> String? {
+            PQresultErrorField(result, code).map { String(cString: $0) }
+        }
+        let sqlState = field(sl_pq_diag_sqlstate())
+        let fallback = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+        let message = PGError.redact(field(sl_pq_diag_message_primary()) ?? fallback, binds: binds)
+        // No SQLSTATE on a failed result means libpq itself failed (usually the socket).
+        let kind: PGError.Kind = sqlState == nil && isBroken ? .connection : .server
+        throw PGError(kind: kind, sqlState: sqlState,
+                      message: message.isEmpty ? "statement failed (\(String(cString: PQresStatus(status))))" : message,
+                      detail: field(sl_pq_diag_message_detail()), hint: field(sl_pq_diag_message_hint()),
+                      constraint: field(sl_pq_diag_constraint_name()), statement: statement)
+    }
+
+    private func lastErrorMessage() -> String {
+        guard let handle, let text = PQerrorMessage(handle) else { return "no connection" }
+        let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+        return message.isEmpty ? "libpq returned no result" : message
+    }
+
+    /// Scripts can be long: errors show their first line only.
+    private static func summary(of script: String) -> String {
+        let firstLine = script.split(separator: "\n", maxSplits: 1).first.map(String.init) ?? ""
+        return firstLine.count > 120 ? String(firstLine.prefix(120)) + "..." : firstLine
+    }
+
+    private static func connect(_ conninfo: String) throws -> OpaquePointer {
+        guard let handle = PQconnectdb(conninfo) else {
+            throw PGError(kind: .connection, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(handle)
+            throw PGError(kind: .connection, message: message.isEmpty ? "could not connect" : message)
+        }
+        do {
+            try configureSession(handle)
+        } catch {
+            PQfinish(handle)
+            throw error
+        }
+        return handle
+    }
+
+    /// Fixes the output formats this module parses, whatever the server's defaults, and
+    /// routes server notices to the debug log instead of libpq's default stderr printing.
+    private static func configureSession(_ handle: OpaquePointer) throws {
+        PQsetNoticeProcessor(handle, { _, message in
+            guard let message else { return }
+            let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+            Logger(component: "postgres").debug("pg_notice", ["message": .string(text)])
+        }, nil)
+        let setup = "SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'; SET client_encoding = 'UTF8'"
+        guard let result = PQexec(handle, setup) else {
+            throw PGError(kind: .connection, message: "could not configure the session")
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw PGError(kind: .connection, message: "could not configure the session: \(message)")
+        }
+    }
+}
+
+/// Bind parameters laid out for libpq: one contiguous buffer, pointers into it.
+struct Parameters {
+    let count: Int32
+    let types: [UInt32]
+    let values: [UnsafePointer<CChar>?]
+    let lengths: [Int32]
+    let formats: [Int32]
+
+    /// Encodes `binds` (text: NUL-terminated UTF-8; bytea: binary) and runs `body` while
+    /// the buffer is alive.
+    static func with<R>(_ binds: [PGValue], statement: String, _ body: (Parameters) throws -> R) throws -> R {
+        var buffer: [UInt8] = []
+        var offsets: [Int?] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        offsets.reserveCapacity(binds.count)
+        for (index, bind) in binds.enumerated() {
+            switch bind.payload {
+            case .null:
+                offsets.append(nil)
+                lengths.append(0)
+                formats.append(0)
+            case .text(let text):
+                let start = buffer.count
+                buffer.append(contentsOf: text.utf8)
+                if buffer[start...].contains(0) {
+                    throw PGError(kind: .invalidParameter, sqlState: "22021",
+                                  message: "bind $\(index + 1) (\(bind.type)) contains a NUL byte, which PostgreSQL text cannot hold",
+                                  statement: statement)
+                }
+                buffer.append(0)
+                offsets.append(start)
+                lengths.append(Int32(buffer.count - start - 1))
+                formats.append(0)
+            case .binary(let bytes):
+                guard bytes.count < Int(Int32.max) else {
+                    throw PGError(kind: .invalidParameter, message: "bind $\(index + 1) is too large", statement: statement)
+                }
+                offsets.append(buffer.count)
+                buffer.append(contentsOf: bytes)
+                lengths.append(Int32(bytes.count))
+                formats.append(1)
+            }
+        }
+        buffer.append(0)  // never empty, so the base address exists
+        return try buffer.withUnsafeBufferPointer { raw in
+            try raw.withMemoryRebound(to: CChar.self) { base in
+                let values = offsets.map { offset in offset.map { UnsafePointer(base.baseAddress! + $0) } }
+                return try body(Parameters(count: Int32(binds.count), types: binds.map(\.type.oid),
+                                           values: values, lengths: lengths, formats: formats))
+            }
+        }
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class PostgresTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }

@@ -1,0 +1,231 @@
+import Foundation
+import Postgres
+import XCTest
+
+/// Contract: every bindable Swift type goes to PostgreSQL as a bind parameter and reads back
+/// unchanged (NULLs, unicode, quotes, zero bytes, microsecond dates, extremes), values never
+/// alter the statement, and row accessors fail with clear errors instead of guessing.
+final class RoundTripTests: PGTestCase {
+    func testEveryBindableTypeRoundTrips() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("""
+            CREATE TABLE \(table) (
+                id int PRIMARY KEY, s text, i bigint, i32 integer, b boolean, d double precision,
+                at timestamptz, raw bytea, u uuid, j jsonb)
+            """)
+        let strings = ["", "plain", "O'Brien \"quoted\" \\ backslash", "unicode: żółw 漢字 🐢 é", "line\nbreak\ttab", "NULL"]
+        let bytes: [UInt8] = [0, 1, 0, 255, 0x5c, 0x78, 0]
+        let dates = [Date(timeIntervalSince1970: 1_700_000_000.123), Date(timeIntervalSince1970: -86_400.5),
+                     Date(timeIntervalSince1970: 1_700_000_000.000001)]
+        let uuid = UUID()
+        for (index, string) in strings.enumerated() {
+            let date = dates[index % dates.count]
+            try conn.execute("""
+                INSERT INTO \(unsafeSQL: table) (id, s, i, i32, b, d, at, raw, u, j) VALUES
+                (\(index), \(string), \(Int64.min + Int64(index)), \(Int32.max), \(index % 2 == 0), \(Double(index) / 3),
+                 \(date), \(bytes), \(uuid), \(PGJSON(#"{"k": "v\"w", "n": 1}"#)))
+                """)
+            let row = try XCTUnwrap(conn.query("SELECT * FROM \(unsafeSQL: table) WHERE id = \(index)").first)
+            XCTAssertEqual(try row.string("s"), string)
+            XCTAssertEqual(try row.int64("i"), Int64.min + Int64(index))
+            XCTAssertEqual(try row.int32("i32"), Int32.max)
+            XCTAssertEqual(try row.int("id"), index)
+            XCTAssertEqual(try row.bool("b"), index % 2 == 0)
+            XCTAssertEqual(try row.double("d"), Double(index) / 3)
+            XCTAssertEqual(try row.date("at"), date)
+            XCTAssertEqual(try row.bytes("raw"), bytes)
+            XCTAssertEqual(try row.decode("raw", as: Data.self), Data(bytes))
+            XCTAssertEqual(try row.uuid("u"), uuid)
+            XCTAssertEqual(try row.string("j"), #"{"k": "v\"w", "n": 1}"#)
+        }
+    }
+
+    func testOptionalsBindAndReadAsNULL() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("""
+            CREATE TABLE \(table) (s text, i bigint, i32 integer, b boolean, d double precision,
+                                   at timestamptz, raw bytea, u uuid, j jsonb, a text[])
+            """)
+        try conn.execute("""
+            INSERT INTO \(unsafeSQL: table) VALUES (\(String?.none), \(Int64?.none), \(Int32?.none), \(Bool?.none),
+                \(Double?.none), \(Date?.none), \([UInt8]?.none), \(UUID?.none), \(PGJSON?.none), \([String]?.none))
+            """)
+        let row = try XCTUnwrap(conn.query("SELECT * FROM \(unsafeSQL: table)").first)
+        for column in ["s", "i", "i32", "b", "d", "at", "raw", "u", "j", "a"] {
+            XCTAssertTrue(try row.isNull(column), column)
+        }
+        XCTAssertNil(try row.decode("s", as: String?.self))
+        XCTAssertNil(try row.decode("i", as: Int64?.self))
+        XCTAssertNil(try row.decode("at", as: Date?.self))
+        XCTAssertNil(try row.decode("raw", as: [UInt8]?.self))
+        XCTAssertEqual(try conn.query("SELECT \(Optional("x"))::text AS v").first?.decode("v", as: String?.self), "x")
+    }
+
+    func testDoubleSpecialsAndIntegerExtremes() throws {
+        let conn = try connect()
+        for value in [Double.infinity, -.infinity, 0.1 + 0.2, 1e-300, -0.0, Double.greatestFiniteMagnitude] {
+            XCTAssertEqual(try conn.query("SELECT \(value) AS v").first?.double("v"), value)
+        }
+        XCTAssertTrue(try XCTUnwrap(conn.query("SELECT \(Double.nan) AS v").first).double("v").isNaN)
+        for value in [Int64.min, Int64.max, 0, -1] {
+            XCTAssertEqual(try conn.query("SELECT \(value) AS v").first?.int64("v"), value)
+        }
+    }
+
+    func testDatesKeepMicrosecondsAndServerAgreesOnTheInstant() throws {
+        let conn = try connect()
+        let date = Date(timeIntervalSince1970: 1_700_000_000.123456)
+        let row = try XCTUnwrap(conn.query("""
+            SELECT \(date) AS at, extract(epoch FROM \(date))::text AS epoch,
+                   '2024-03-01 12:00:00.25+05:30'::timestamptz AS offset_at,
+                   '2024-03-01 06:30:00.25'::timestamp AS naive
+            """).first)
+        XCTAssertEqual(try row.date("at"), date)
+        XCTAssertEqual(try row.string("epoch"), "1700000000.123456")
+        let expected = Date(timeIntervalSince1970: 1_709_274_600.25)
+        XCTAssertEqual(try row.date("offset_at"), expected)
+        XCTAssertEqual(try row.date("naive"), expected)
+    }
+
+    func testArraysBindForUnnest() throws {
+        let conn = try connect()
+        let strings = ["a", "b\"c", "d\\e", "NULL", "", "{x,y}", "żółw 🐢", "it's"]
+        let read = try conn.query("SELECT v FROM unnest(\(strings)::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n")
+            .map { try $0.string("v") }
+        XCTAssertEqual(read, strings)
+        let numbers: [Int64] = [Int64.min, -1, 0, Int64.max]
+        XCTAssertEqual(try conn.query("SELECT unnest(\(numbers)) AS v").map { try $0.int64("v") }, numbers)
+        let sparse: [String?] = ["x", nil, "y"]
+        XCTAssertEqual(try conn.query("SELECT unnest(\(sparse)) AS v").map { try $0.decode("v", as: String?.self) }, sparse)
+        let dates = [Date(timeIntervalSince1970: 1.5), Date(timeIntervalSince1970: 1_700_000_000.123456)]
+        XCTAssertEqual(try conn.query("SELECT unnest(\(dates)) AS v").map { try $0.date("v") }, dates)
+        XCTAssertEqual(try conn.query("SELECT cardinality(\([String]())) AS n").first?.int("n"), 0)
+    }
+
+    func testUnnestBatchInsertOf500Rows() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (id text PRIMARY KEY, amount bigint NOT NULL, at timestamptz NOT NULL)")
+        let ids = (0..<500).map { "id-\($0)" }
+        let amounts = (0..<500).map { Int64($0) * 10 }
+        let dates = (0..<500).map { Date(timeIntervalSince1970: 1_700_000_000 + Double($0)) }
+        let insert: SQL = """
+            INSERT INTO \(unsafeSQL: table) (id, amount, at)
+            SELECT * FROM unnest(\(ids)::text[], \(amounts)::bigint[], \(dates)::timestamptz[])
+            ON CONFLICT (id) DO NOTHING
+            """
+        XCTAssertEqual(try conn.execute(insert), 500)
+        XCTAssertEqual(try conn.execute(insert), 0, "replaying the batch is a no-op")
+        let row = try XCTUnwrap(conn.query("SELECT count(*) AS n, sum(amount) AS total FROM \(unsafeSQL: table)").first)
+        XCTAssertEqual(try row.int("n"), 500)
+        XCTAssertEqual(try row.string("total"), "1247500")
+    }
+
+    func testInjectionAttemptsStayData() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (name text)")
+        let hostile = ["Robert'); DROP TABLE \(table); --", "' OR '1'='1", "$1", "\\'; SELECT pg_sleep(10); --"]
+        for name in hostile {
+            try conn.execute("INSERT INTO \(unsafeSQL: table) (name) VALUES (\(name))")
+        }
+        XCTAssertEqual(try conn.query("SELECT name FROM \(unsafeSQL: table) ORDER BY name").map { try $0.string("name") },
+                       hostile.sorted())
+        XCTAssertEqual(try conn.query("SELECT name FROM \(unsafeSQL: table) WHERE name = \("' OR '1'='1' --x")").count, 0)
+        XCTAssertEqual(try conn.query("SELECT \(hostile)::text[] = \(hostile) AS same").first?.bool("same"), true)
+    }
+
+    func testNulInStringIsRejectedBeforeSending() throws {
+        let conn = try connect()
+        XCTAssertThrowsError(try conn.query("SELECT \("a\u{0}b") AS v")) { error in
+            XCTAssertEqual((error as? PGError)?.kind, .invalidParameter)
+        }
+        XCTAssertEqual(try conn.query("SELECT 1 AS one").first?.int("one"), 1, "connection still usable")
+    }
+
+    func testRowAccessorsFailClearly() throws {
+        let conn = try connect()
+        let row = try XCTUnwrap(conn.query("SELECT 1 AS n, NULL::text AS nothing, 'x' AS word, 3000000000 AS big").first)
+        XCTAssertThrowsError(try row.string("missing")) { error in
+            XCTAssertTrue("\(error)".contains("no column \"missing\""), "\(error)")
+        }
+        XCTAssertThrowsError(try row.string("nothing")) { error in
+            XCTAssertTrue("\(error)".contains("is NULL"), "\(error)")
+        }
+        XCTAssertThrowsError(try row.date("n")) { error in
+            XCTAssertEqual((error as? PGError)?.kind, .decoding)
+            XCTAssertTrue("\(error)".contains("integer"), "\(error)")
+        }
+        XCTAssertThrowsError(try row.int64("word"))
+        XCTAssertThrowsError(try row.int32("big"))
+        XCTAssertEqual(try row.string("n"), "1", "any column reads as its text")
+    }
+
+    func testServerErrorsCarrySQLStateButNoBindValues() throws {
+        let conn = try connect()
+        let secret = "s3cret-token-value"
+        XCTAssertThrowsError(try conn.query("SELECT \(secret)::int AS v")) { error in
+            let pgError = error as? PGError
+            XCTAssertEqual(pgError?.sqlState, "22P02")
+            XCTAssertEqual(pgError?.kind, .server)
+            XCTAssertFalse("\(error)".contains(secret), "\(error)")
+            XCTAssertTrue("\(error)".contains("$1"), "statement text with placeholders: \(error)")
+        }
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (email text CONSTRAINT \(table)_email UNIQUE)")
+        try conn.execute("INSERT INTO \(unsafeSQL: table) VALUES (\(secret))")
+        XCTAssertThrowsError(try conn.execute("INSERT INTO \(unsafeSQL: table) VALUES (\(secret))")) { error in
+            let pgError = error as? PGError
+            XCTAssertEqual(pgError?.isUniqueViolation, true)
+            XCTAssertEqual(pgError?.isRetryable, false)
+            XCTAssertEqual(pgError?.constraint, "\(table)_email")
+            XCTAssertTrue(pgError?.detail?.contains(secret) ?? false, "detail keeps the server's words")
+            XCTAssertFalse("\(error)".contains(secret), "\(error)")
+        }
+    }
+
+    func testRowsAffectedAndPreparedStatements() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 0)")
+        for id in 0..<20 {
+            XCTAssertEqual(try conn.execute("INSERT INTO \(unsafeSQL: table) (id) VALUES (\(id))", prepared: true), 1)
+        }
+        XCTAssertEqual(try conn.execute("UPDATE \(unsafeSQL: table) SET n = n + 1 WHERE id < \(5)"), 5)
+        XCTAssertEqual(try conn.query("SELECT sum(n) AS s FROM \(unsafeSQL: table) WHERE id >= \(0)", prepared: true)
+            .first?.int("s"), 5)
+        XCTAssertEqual(try conn.execute("SELECT 1"), 1)
+        XCTAssertEqual(try conn.execute("CREATE TEMP TABLE scratch (x int)"), 0)
+    }
+
+    func testBrokenConnectionIsDetectedRetryableAndResettable() throws {
+        let victim = try connect()
+        let killer = try connect()
+        let pid = try XCTUnwrap(victim.query("SELECT pg_backend_pid() AS pid").first).int("pid")
+        XCTAssertEqual(try killer.query("SELECT pg_terminate_backend(\(Int32(pid))) AS ok").first?.bool("ok"), true)
+        XCTAssertThrowsError(try victim.query("SELECT 1 AS one")) { error in
+            XCTAssertEqual((error as? PGError)?.isRetryable, true, "\(error)")
+        }
+        XCTAssertTrue(victim.isBroken)
+        try victim.reset()
+        XCTAssertFalse(victim.isBroken)
+        XCTAssertEqual(try victim.query("SELECT 1 AS one").first?.int("one"), 1)
+        victim.close()
+        XCTAssertThrowsError(try victim.query("SELECT 1")) { error in
+            XCTAssertEqual((error as? PGError)?.kind, .usage)
+        }
+        try victim.reset()
+        XCTAssertEqual(try victim.query("SELECT 2 AS two").first?.int("two"), 2)
+    }
+
+    func testConnectFailureIsAConnectionError() throws {
+        let url = try server.url
+        let wrongPort = url.replacingOccurrences(of: ":\(try server.port)/", with: ":1/")
+        XCTAssertThrowsError(try PGConnection(url: wrongPort)) { error in
+            XCTAssertEqual((error as? PGError)?.kind, .connection)
+            XCTAssertEqual((error as? PGError)?.isRetryable, true)
+        }
+    }
+}
