@@ -27,13 +27,24 @@ public enum LogLevel: Int, Sendable, Comparable {
     case debug = 0, info, warning, error
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
     var name: String { ["debug", "info", "warning", "error"][rawValue] }
+    static func named(_ name: String?) -> LogLevel? {
+        switch name?.lowercased() {
+        case "debug": return .debug
+        case "info": return .info
+        case "warning", "warn": return .warning
+        case "error": return .error
+        default: return nil
+        }
+    }
 }
 
 /// JSON-lines logger writing to standard error: one object per line with `ts`, `level`,
 /// `component`, `event` and the given fields. Event names are the vocabulary in `LogEvent`.
 public struct Logger: Sendable {
     public let component: String
-    private static let minimum = Atomic<Int>(LogLevel.info.rawValue)
+    /// STORELEDGER_LOG_LEVEL = debug | info | warning | error (default info).
+    private static let minimum = Atomic<Int>(LogLevel.named(ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"])?.rawValue
+                                             ?? LogLevel.info.rawValue)
     private static let lock = Mutex(())
 
     public init(component: String) { self.component = component }

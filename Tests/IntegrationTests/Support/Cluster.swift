@@ -39,7 +39,8 @@ final class Cluster: @unchecked Sendable {
     func start(extraEnvironment: [String: String] = [:]) throws {
         let address = Mutex<String?>(nil)
         let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"], onExit: .ignore)) { line in
+        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"],
+                                   environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
             if line.hasPrefix("BOOTSTRAP=") {
                 address.withLock { $0 = String(line.dropFirst(10)) }
                 ready.signal()
@@ -57,7 +58,8 @@ final class Cluster: @unchecked Sendable {
         let port = try Cluster.freePort()
         ingestURL = "http://127.0.0.1:\(port)"
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000"]
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
+                           "STORELEDGER_LOG_LEVEL": ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"]
         environment.merge(extraEnvironment) { $1 }
         try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
                                    environment: environment, onExit: .ignore))
