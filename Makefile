@@ -1,6 +1,7 @@
 # The two commands of the README: `make run` (StoreLedger with embedded defaults) and `make test`.
 SWIFT ?= swift
 WERROR = -Xswiftc -warnings-as-errors
+RUN_ARGS ?=
 
 .PHONY: run test deps build release bench fuzz clean
 
@@ -15,7 +16,7 @@ release: deps
 
 ## Starts broker, PostgreSQL, migrations, ingest and all workers, drives a short demo, stays up until Ctrl-C.
 run: release
-	.build/release/storeledger dev --demo
+	.build/release/storeledger dev $(RUN_ARGS)
 
 ## Installs, builds with warnings as errors, runs unit, adapter and integration tests.
 test: deps

@@ -50,6 +50,21 @@ struct MigrateCommand: CLICommand {
     }
 }
 
+struct TopicsCommand: CLICommand {
+    let name = "topics"
+    let summary = "Create the pipeline's topics on a real Kafka cluster (existing topics are left as they are)."
+    let usage = "[--bootstrap B] [--partitions N] [--replication N]"
+    let optionNames: Set<String> = ["bootstrap", "partitions", "replication"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        let admin = try KafkaAdmin(config: try Environment.kafka(arguments, clientId: "storeledger-topics"))
+        try admin.createTopics(Topic.all, partitions: Int32(try arguments.int("partitions", default: 12)),
+                               replicationFactor: Int16(try arguments.int("replication", default: 1)), timeout: .seconds(30))
+        Logger(component: "topics").info("topics_ready", ["topics": .string(Topic.all.joined(separator: ","))])
+        return 0
+    }
+}
+
 struct IngestCommand: CLICommand {
     let name = "ingest"
     let summary = "Serve the HTTP edge: Apple notifications, app receipts, membership read API, health and metrics."

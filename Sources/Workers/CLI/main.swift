@@ -3,7 +3,7 @@ import Runtime
 
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
-    BrokerCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
+    BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {
