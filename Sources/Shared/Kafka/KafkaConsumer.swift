@@ -1,0 +1,242 @@
+import CRdKafka
+import Runtime
+import Synchronization
+
+/// A consumer-group member with manual, synchronous offset commits (at-least-once).
+///
+/// Meant for one worker thread: `poll`, `commit` and `close` block, so never call them on the
+/// Swift cooperative pool. It is `Sendable` so it can be built on one thread and handed to the
+/// worker; calling it from several threads at once is safe but pointless.
+///
+/// Replay: a group remembers its offsets, so to re-read a topic from the start either join a
+/// new group id (`auto.offset.reset=earliest` then starts at the beginning) or, once
+/// partitions are assigned, call `seekToBeginning()`.
+public final class KafkaConsumer: Sendable {
+    public let groupId: String
+    private let client: RdKafkaClient
+    private let state = Mutex(ConsumerState())
+
+    private struct ConsumerState {
+        var closed = false
+        /// An error met while draining after records were already collected; thrown by the
+        /// next `poll` so those records are not lost.
+        var pendingError: KafkaError?
+    }
+
+    public init(config: KafkaConfig, groupId: String, topics: [String]) throws(KafkaError) {
+        self.groupId = groupId
+        client = try RdKafkaClient(RD_KAFKA_CONSUMER,
+                                   properties: config.consumerProperties(groupId: groupId)) { conf in
+            rd_kafka_conf_set_rebalance_cb(conf, serveRebalance)
+        }
+        // Route everything (rebalances, errors, messages) to rd_kafka_consumer_poll.
+        rd_kafka_poll_set_consumer(client.pointer)
+        let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
+        let error = rd_kafka_subscribe(client.pointer, list)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(error, "subscribe to \(topics.joined(separator: ","))")
+        }
+    }
+
+    deinit { close() }
+
+    /// Waits up to `timeout` for one record, then takes whatever else is already fetched, up to
+    /// `maxRecords`. Returns `[]` when nothing arrived (including while the broker is away:
+    /// librdkafka reconnects by itself and logs it). Partition-EOF events are skipped; any other
+    /// consumer error (e.g. an unknown topic, a fatal error) is thrown: back off and poll again,
+    /// or stop on `.fatal`.
+    public func poll(maxRecords: Int, timeout: Duration) throws(KafkaError) -> [KafkaRecord] {
+        let (closed, pending) = state.withLock { state in
+            defer { state.pendingError = nil }
+            return (state.closed, state.pendingError)
+        }
+        if closed { throw KafkaError(.closed, "consumer \(groupId) is closed") }
+        if let pending { throw pending }
+
+        var records: [KafkaRecord] = []
+        var wait = timeout.rdMilliseconds
+        while records.count < maxRecords, let message = rd_kafka_consumer_poll(client.pointer, wait) {
+            wait = 0
+            defer { rd_kafka_message_destroy(message) }
+            let error = message.pointee.err
+            if error == RD_KAFKA_RESP_ERR_NO_ERROR {
+                records.append(KafkaRecord(message))
+            } else if error != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                let failure = KafkaError(error, "consume \(describeSource(of: message))",
+                                         detail: String(cString: rd_kafka_message_errstr(message)))
+                if records.isEmpty { throw failure }
+                state.withLock { $0.pendingError = failure }
+                break
+            }
+        }
+        return records
+    }
+
+    /// Commits, synchronously and per partition, the offset after the highest record given, and
+    /// nothing else. Call it only once the records' effects are durable.
+    public func commit(_ records: [KafkaRecord]) throws(KafkaError) {
+        var next: [PartitionKey: Int64] = [:]
+        for record in records {
+            let key = PartitionKey(topic: record.topic, partition: record.partition)
+            next[key] = max(next[key] ?? 0, record.offset + 1)
+        }
+        guard !next.isEmpty else { return }
+        guard let list = rd_kafka_topic_partition_list_new(Int32(next.count)) else {
+            throw KafkaError(.other, "commit: cannot allocate partition list")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for (key, offset) in next {
+            rd_kafka_topic_partition_list_add(list, key.topic, key.partition).pointee.offset = offset
+        }
+        let error = rd_kafka_commit(client.pointer, list, 0)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "commit for group \(groupId)") }
+        if let failure = firstPartitionError(list, "commit for group \(groupId)") { throw failure }
+    }
+
+    /// The group's committed offset (the next record to read) for each partition of `topic`;
+    /// partitions with no commit are left out.
+    public func committedOffsets(topic: String, partitions: [Int32], timeout: Duration) throws(KafkaError) -> [Int32: Int64] {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(partitions.count)) else {
+            throw KafkaError(.other, "committed: cannot allocate partition list")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for partition in partitions { rd_kafka_topic_partition_list_add(list, topic, partition) }
+        let error = rd_kafka_committed(client.pointer, list, timeout.rdMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "committed offsets of \(topic)") }
+        if let failure = firstPartitionError(list, "committed offsets of \(topic)") { throw failure }
+        var offsets: [Int32: Int64] = [:]
+        for element in elements(of: list) where element.offset >= 0 {
+            offsets[element.partition] = element.offset
+        }
+        return offsets
+    }
+
+    /// Rewinds every currently assigned partition to its earliest offset. Partitions assigned
+    /// later start from the group's committed offsets as usual.
+    public func seekToBeginning(timeout: Duration = .seconds(5)) throws(KafkaError) {
+        var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let error = rd_kafka_assignment(client.pointer, &assignment)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else {
+            throw KafkaError(error, "read assignment of group \(groupId)")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(assignment) }
+        for index in 0..<Int(assignment.pointee.cnt) {
+            assignment.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+        }
+        if let failure = rd_kafka_seek_partitions(client.pointer, assignment, timeout.rdMilliseconds) {
+            throw KafkaError.consuming(failure, "seek to beginning")
+        }
+        if let failure = firstPartitionError(assignment, "seek to beginning") { throw failure }
+    }
+
+    /// Leaves the group (revoking partitions through the rebalance callback) and stops
+    /// fetching. Idempotent; `deinit` calls it. The handle itself is freed in `deinit`.
+    public func close() {
+        let wasClosed = state.withLock { state in
+            defer { state.closed = true }
+            return state.closed
+        }
+        guard !wasClosed else { return }
+        _ = rd_kafka_consumer_close(client.pointer)
+    }
+
+    private func describeSource(of message: UnsafePointer<rd_kafka_message_t>) -> String {
+        message.pointee.rkt == nil ? "group \(groupId)"
+            : "\(topicName(of: message))[\(message.pointee.partition)]"
+    }
+}
+
+private struct PartitionKey: Hashable {
+    let topic: String
+    let partition: Int32
+}
+
+private func elements(of list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> UnsafeMutableBufferPointer<rd_kafka_topic_partition_t> {
+    UnsafeMutableBufferPointer(start: list.pointee.elems, count: Int(list.pointee.cnt))
+}
+
+private func firstPartitionError(_ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, _ context: String) -> KafkaError? {
+    for element in elements(of: list) where element.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+        return KafkaError(element.err, "\(context), \(String(cString: element.topic))[\(element.partition)]")
+    }
+    return nil
+}
+
+extension KafkaRecord {
+    /// Copies a consumed message out of librdkafka's memory.
+    init(_ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+        let raw = message.pointee
+        var headers: [KafkaHeader] = []
+        var list: OpaquePointer?
+        if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
+            var index = 0
+            var name: UnsafePointer<CChar>?
+            var value: UnsafeRawPointer?
+            var size = 0
+            while rd_kafka_header_get_all(list, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                headers.append(KafkaHeader(name: name.map { String(cString: $0) } ?? "",
+                                           value: copyBytes(value, size)))
+                index += 1
+            }
+        }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        self.init(topic: topicName(of: message), partition: raw.partition, offset: raw.offset,
+                  key: raw.key.map { copyBytes($0, raw.key_len) }, value: copyBytes(raw.payload, raw.len),
+                  headers: headers, timestamp: rd_kafka_message_timestamp(message, &timestampType))
+    }
+}
+
+private func copyBytes(_ pointer: UnsafeRawPointer?, _ count: Int) -> [UInt8] {
+    guard let pointer, count > 0 else { return [] }
+    return [UInt8](UnsafeRawBufferPointer(start: pointer, count: count))
+}
+
+private let rebalanceLogger = Logger(component: "kafka")
+
+/// Rebalance callback, run inside `rd_kafka_consumer_poll` (or `rd_kafka_consumer_close`) on
+/// the worker's thread. Handles both protocols so an `extra` override of
+/// `partition.assignment.strategy` keeps working. Nothing is committed on revoke: offsets only
+/// move after durable effects, so a revoked partition's uncommitted records are redelivered.
+private func serveRebalance(_ client: OpaquePointer?, _ event: rd_kafka_resp_err_t,
+                            _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+                            _ opaque: UnsafeMutableRawPointer?) {
+    guard let client else { return }
+    let cooperative = rd_kafka_rebalance_protocol(client).map { String(cString: $0) } == "COOPERATIVE"
+    let count = partitions.map { Int($0.pointee.cnt) } ?? 0
+    var failure: KafkaError?
+    switch event {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if cooperative {
+            if let error = rd_kafka_incremental_assign(client, partitions) {
+                failure = KafkaError.consuming(error, "incremental assign")
+            }
+        } else {
+            let error = rd_kafka_assign(client, partitions)
+            if error != RD_KAFKA_RESP_ERR_NO_ERROR { failure = KafkaError(error, "assign") }
+        }
+        rebalanceLogger.info("kafka_partitions_assigned", ["client": .string(String(cString: rd_kafka_name(client))),
+                                                           "partitions": .of(count)])
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        if cooperative {
+            if let error = rd_kafka_incremental_unassign(client, partitions) {
+                failure = KafkaError.consuming(error, "incremental unassign")
+            }
+        } else {
+            let error = rd_kafka_assign(client, nil)
+            if error != RD_KAFKA_RESP_ERR_NO_ERROR { failure = KafkaError(error, "unassign") }
+        }
+        rebalanceLogger.info("kafka_partitions_revoked", ["client": .string(String(cString: rd_kafka_name(client))),
+                                                          "partitions": .of(count)])
+    default:
+        // A rebalance error: drop the whole assignment; the group will reassign.
+        failure = KafkaError(event, "rebalance")
+        if cooperative {
+            if let error = rd_kafka_incremental_unassign(client, partitions) { rd_kafka_error_destroy(error) }
+        } else {
+            _ = rd_kafka_assign(client, nil)
+        }
+    }
+    if let failure { rebalanceLogger.error("kafka_rebalance_failed", ["error": .string(failure.description)]) }
+}

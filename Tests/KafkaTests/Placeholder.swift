@@ -1,2 +1,0 @@
-import XCTest
-final class KafkaTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }
