@@ -46,10 +46,11 @@ public final class EmbeddedPostgres: Sendable {
             if asPostgres { try handToPostgresUser(directory) }
             try initialise(directory: directory, bin: bin, asPostgres: asPostgres)
             let port = try startServer(directory: directory, bin: bin, asPostgres: asPostgres)
+            startWatchdog(directory: directory)
             let server = EmbeddedPostgres(url: "postgres://postgres@127.0.0.1:\(port)/\(databaseName)", port: port,
                                           directory: directory, binDirectory: bin, runAsPostgres: asPostgres)
             do {
-                _ = try server.createDatabase(databaseName)
+                try server.createFirstDatabase()
             } catch {
                 let tail = server.logTail()
                 server.stop()
@@ -60,6 +61,21 @@ public final class EmbeddedPostgres: Sendable {
             killPostmaster(dataDirectory: directory + "/data")
             try? FileManager.default.removeItem(atPath: directory)
             throw error
+        }
+    }
+
+    /// pg_ctl reports "ready" from the postmaster's pid file; on a loaded machine allow the
+    /// first TCP connection a few seconds more before giving up.
+    private func createFirstDatabase() throws {
+        var attempt = 0
+        while true {
+            do {
+                _ = try createDatabase(EmbeddedPostgres.databaseName)
+                return
+            } catch let error as PGError where error.kind == .connection && attempt < 20 {
+                attempt += 1
+                Thread.sleep(forTimeInterval: 0.25)
+            }
         }
     }
 
@@ -186,6 +202,24 @@ public final class EmbeddedPostgres: Sendable {
             guard serverLog.contains("could not bind") || serverLog.contains("already in use") else { break }
         }
         throw PGError(kind: .embeddedServer, message: lastFailure)
+    }
+
+    /// If this process dies without `stop()` (SIGKILL, a crashed test run), a detached shell
+    /// notices within a second, shuts the server down (SIGQUIT: immediate) and removes the
+    /// directory, so no orphaned servers pile up. It exits by itself once `stop()` has removed
+    /// the directory. The directory travels in the environment, not the command line, so
+    /// `pgrep -f <directory>` only ever finds the server. Best effort: failure to spawn is ignored.
+    private static func startWatchdog(directory: String) {
+        let script = """
+            ( while kill -0 "$SL_OWNER" 2>/dev/null && [ -d "$SL_DIR" ]; do sleep 1; done
+              [ -d "$SL_DIR" ] || exit 0
+              pid=$(head -n 1 "$SL_DIR/data/postmaster.pid" 2>/dev/null)
+              if [ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null; then
+                  n=0; while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done
+              fi
+              rm -rf "$SL_DIR" ) </dev/null >/dev/null 2>&1 &
+            """
+        _ = try? Subprocess.run("/usr/bin/env", ["SL_OWNER=\(getpid())", "SL_DIR=\(directory)", "/bin/sh", "-c", script])
     }
 
     /// Last resort when pg_ctl cannot stop the server: kill the postmaster recorded in our own data directory.
