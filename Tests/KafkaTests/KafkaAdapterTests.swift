@@ -17,6 +17,7 @@ final class KafkaAdapterTests: XCTestCase {
         KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "kafka-tests",
                     deliveryTimeout: deliveryTimeout,
                     sessionTimeout: .milliseconds(3000), heartbeatInterval: .milliseconds(500),
+                    fetchMaxWait: .milliseconds(10),
                     extra: ["topic.metadata.refresh.interval.ms": "1000"])
     }
 
@@ -225,6 +226,9 @@ final class KafkaAdapterTests: XCTestCase {
             XCTAssertEqual((error as? KafkaError)?.kind, .closed)
         }
         XCTAssertThrowsError(try broker.setBrokerDown(99))
+        let forwarded = try EmbeddedBroker(port: 0)
+        let taken = try XCTUnwrap(Int(forwarded.bootstrapServers.split(separator: ":").last ?? ""))
+        XCTAssertThrowsError(try EmbeddedBroker(port: taken), "the forwarder port is already in use")
     }
 }
 

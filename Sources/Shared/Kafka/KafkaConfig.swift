@@ -22,6 +22,11 @@ public struct KafkaConfig: Sendable {
     public var sessionTimeout: Duration
     /// Consumer `heartbeat.interval.ms`.
     public var heartbeatInterval: Duration
+    /// Consumer `fetch.wait.max.ms`. Real Kafka answers a fetch as soon as data arrives, so this
+    /// only sets how often an idle consumer asks. The embedded broker answers an empty fetch
+    /// only after this wait and does not wake for new data, so there it is the idle
+    /// produce-to-consume latency (measured: 10 ms -> ~10 ms, 500 ms -> ~500 ms); use ~10 ms.
+    public var fetchMaxWait: Duration
     /// Raw librdkafka properties applied last (they win over everything above).
     public var extra: [String: String]
 
@@ -32,6 +37,7 @@ public struct KafkaConfig: Sendable {
         deliveryTimeout: Duration = .seconds(5),
         sessionTimeout: Duration = .seconds(10),
         heartbeatInterval: Duration = .seconds(1),
+        fetchMaxWait: Duration = .milliseconds(100),
         extra: [String: String] = [:]
     ) {
         self.bootstrapServers = bootstrapServers
@@ -40,6 +46,7 @@ public struct KafkaConfig: Sendable {
         self.deliveryTimeout = deliveryTimeout
         self.sessionTimeout = sessionTimeout
         self.heartbeatInterval = heartbeatInterval
+        self.fetchMaxWait = fetchMaxWait
         self.extra = extra
     }
 }
@@ -90,6 +97,7 @@ extension KafkaConfig {
             "partition.assignment.strategy": "range",
             "session.timeout.ms": String(sessionTimeout.rdMilliseconds),
             "heartbeat.interval.ms": String(heartbeatInterval.rdMilliseconds),
+            "fetch.wait.max.ms": String(fetchMaxWait.rdMilliseconds),
             "enable.partition.eof": "false",
         ]) { _, new in new }
         return properties.merging(extra) { _, override in override }

@@ -10,8 +10,9 @@ import Synchronization
 /// exactly once, so completions must be quick and must not block.
 ///
 /// How long a write may stay unconfirmed is bounded by `KafkaConfig.deliveryTimeout`
-/// (`message.timeout.ms`, covering queue time, retries and the in-flight request); the socket
-/// settings in `KafkaConfig` only affect how fast a broker that comes back is used again.
+/// (`message.timeout.ms`, covering queue time, retries and the in-flight request). The
+/// connection settings this module adds (`reconnect.backoff.max.ms=1000`,
+/// `socket.connection.setup.timeout.ms=5000`) only decide how soon a returning broker is used.
 public final class KafkaProducer: Sendable {
     private let client: RdKafkaClient
     private let state: ProducerState
@@ -59,7 +60,7 @@ public final class KafkaProducer: Sendable {
 
     /// Sends one record and blocks the calling thread until the broker confirms it or `timeout`
     /// passes (then `.timedOut`; the record may still be delivered later). Never call it on the
-    /// Swift cooperative pool.
+    /// Swift cooperative pool, nor from a completion (the poll thread would wait for itself).
     public func sendAndWait(topic: String, key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = [],
                             partition: Int32? = nil, timeout: Duration) throws(KafkaError) -> KafkaDeliveryReport {
         let outcome = Outcome()
