@@ -16,27 +16,44 @@ public struct RawInput: Sendable {
     }
 }
 
-/// Routes each raw input to the decoder for its format and returns normalized events or the exact
-/// reason it was refused.
+/// Routes each raw input to the decoder for its format and returns normalized events, the exact
+/// reason it was refused (dead-lettered), or a retryable condition (the stage tries again).
 public struct AppleInputDecoder: Sendable {
     public var v1: NotificationV1Decoder
+    /// nil when no JWS roots / bundle id are configured: V2 notifications are then refused.
+    public var v2: NotificationV2Decoder?
+    /// nil when neither receipt roots nor verifyReceipt are configured.
+    public var receipts: ReceiptUploadDecoder?
 
-    public init(v1: NotificationV1Decoder = NotificationV1Decoder()) {
+    public init(v1: NotificationV1Decoder = NotificationV1Decoder(), v2: NotificationV2Decoder? = nil,
+                receipts: ReceiptUploadDecoder? = nil) {
         self.v1 = v1
+        self.v2 = v2
+        self.receipts = receipts
     }
 
-    public func decode(_ input: RawInput) -> Result<[AppleEvent], PermanentFailure> {
+    public func decode(_ input: RawInput) -> Result<[AppleEvent], DecodeFailure> {
         switch input.source {
         case .appStoreNotification:
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(input.body))) as? [String: Any] else {
-                return .failure(PermanentFailure("invalid_json", "notification body is not a JSON object"))
+            guard let object = CompactJWS.jsonObject(input.body) else {
+                return .failure(.permanent(PermanentFailure("invalid_json", "notification body is not a JSON object")))
             }
             if object["signedPayload"] != nil {
-                return .failure(PermanentFailure("unsupported_format", "V2 signedPayload decoding is not enabled"))
+                guard let v2 else {
+                    return .failure(.permanent(PermanentFailure("v2_not_configured",
+                        "V2 notifications need STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID")))
+                }
+                return v2.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
+                    .mapError { .permanent($0) }
             }
             return v1.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
+                .mapError { .permanent($0) }
         case .appReceipt:
-            return .failure(PermanentFailure("unsupported_format", "app receipt decoding is not enabled"))
+            guard let receipts else {
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured,
+                    "receipt validation needs STORELEDGER_RECEIPT_ROOTS (local) or verifyReceipt endpoints")))
+            }
+            return receipts.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
         }
     }
 }

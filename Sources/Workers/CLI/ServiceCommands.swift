@@ -103,9 +103,8 @@ struct WorkerCommand: CLICommand {
         let logic: any StageLogic
         switch stageName {
         case "decode":
-            let secrets = (ProcessInfo.processInfo.environment["STORELEDGER_V1_SHARED_SECRETS"] ?? "")
-                .split(separator: ",").map(String.init).filter { !$0.isEmpty }
-            logic = DecodeStage(decoder: AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: secrets)))
+            // STORELEDGER_* settings, validated at startup (docs/configuration.md).
+            logic = DecodeStage(decoder: try AppleDecodingConfiguration.fromEnvironment().makeDecoder())
         case "dedupe": logic = DedupeStage()
         case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments))
         case "membership": logic = MembershipStage()

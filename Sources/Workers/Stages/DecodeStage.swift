@@ -6,6 +6,10 @@ import Postgres
 import Runtime
 
 /// Decode: raw notification/receipt bytes → verified, normalized `AppleEvent`s keyed by subscription.
+/// Permanent failures (bad signature, wrong app, undecodable bytes) are dead-lettered with the
+/// original bytes and the exact reason; retryable ones (verifyReceipt 21005, Apple unreachable)
+/// fail the batch, so the runner retries it with backoff and nothing is dropped or dead-lettered.
+/// Every record counts once in `storeledger_decode_total{source, outcome}`.
 public struct DecodeStage: StageLogic {
     public let name = "decode"
     public let inputTopics = [Topic.notificationsRaw, Topic.receiptsRaw]
@@ -19,21 +23,34 @@ public struct DecodeStage: StageLogic {
         let encoder = JSONEncoder.pipeline
         for record in records {
             let receivedAt = record.header(RecordHeader.receivedAt).flatMap { Int64($0) } ?? record.timestamp
-            let input = RawInput(
-                source: record.topic == Topic.receiptsRaw ? .appReceipt : .appStoreNotification,
-                body: record.value, receivedAtMs: receivedAt, position: record.position)
+            let source: RawSource = record.topic == Topic.receiptsRaw ? .appReceipt : .appStoreNotification
+            let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position)
             switch decoder.decode(input) {
             case .success(let events):
                 for event in events {
                     result.outputs.append(OutputRecord(topic: Topic.decoded, key: event.subscriptionKey,
                                                        value: try encoder.encode(event).bytes))
                 }
-                Metrics.shared.increment("storeledger_decode_total", ["outcome": "decoded"])
-            case .failure(let failure):
+                count(source, events.isEmpty ? "decoded_empty" : "decoded")
+            case .failure(.permanent(let failure)):
                 result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
-                Metrics.shared.increment("storeledger_decode_total", ["outcome": failure.kind])
+                count(source, failure.kind)
+            case .failure(.retryable(let reason)):
+                count(source, "retryable")
+                throw DecodeRetry(position: record.position, reason: reason)
             }
         }
         return result
     }
+
+    private func count(_ source: RawSource, _ outcome: String) {
+        Metrics.shared.increment("storeledger_decode_total", ["source": source.rawValue, "outcome": outcome])
+    }
+}
+
+/// A record that may decode later (Apple's verifyReceipt is down): the batch is retried as a whole.
+public struct DecodeRetry: Error, CustomStringConvertible {
+    public let position: RecordPosition
+    public let reason: String
+    public var description: String { "retryable decode failure at \(position.description): \(reason)" }
 }

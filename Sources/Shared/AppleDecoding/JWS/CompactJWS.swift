@@ -1,0 +1,98 @@
+import Crypto
+import Foundation
+
+/// A compact JWS (RFC 7515 §7.1) split and decoded, nothing verified yet.
+///
+/// Parsing follows PyJWT (which Apple's Python `SignedDataVerifier` uses) so that the same token
+/// is refused by both: exactly three segments, canonical base64url (optional `=` padding), header
+/// and payload JSON objects, `kid` a string, `crit` only with extensions we understand (none).
+struct CompactJWS {
+    let header: [String: Any]
+    let payload: [String: Any]
+    /// `BASE64URL(header) "." BASE64URL(payload)`: the bytes the signature covers.
+    let signingInput: ArraySlice<UInt8>
+    let signature: [UInt8]
+
+    static func parse(_ token: String) -> Result<CompactJWS, JWSVerificationFailure> {
+        let bytes = Array(token.utf8)
+        guard let lastDot = bytes.lastIndex(of: UInt8(ascii: ".")),
+              let firstDot = bytes[..<lastDot].firstIndex(of: UInt8(ascii: ".")) else {
+            return .failure(.init(.verificationFailure, "JWS does not have three segments"))
+        }
+        guard let headerBytes = decodeSegment(bytes[..<firstDot]) else {
+            return .failure(.init(.verificationFailure, "JWS header is not canonical base64url"))
+        }
+        guard let payloadBytes = decodeSegment(bytes[(firstDot + 1)..<lastDot]) else {
+            return .failure(.init(.verificationFailure, "JWS payload is not canonical base64url"))
+        }
+        guard let signature = decodeSegment(bytes[(lastDot + 1)...]) else {
+            return .failure(.init(.verificationFailure, "JWS signature is not canonical base64url"))
+        }
+        guard let header = jsonObject(headerBytes) else {
+            return .failure(.init(.verificationFailure, "JWS header is not a JSON object"))
+        }
+        if let problem = headerProblem(header) { return .failure(.init(.verificationFailure, problem)) }
+        guard let payload = jsonObject(payloadBytes) else {
+            return .failure(.init(.verificationFailure, "JWS payload is not a JSON object"))
+        }
+        return .success(CompactJWS(header: header, payload: payload, signingInput: bytes[..<lastDot], signature: signature))
+    }
+
+    /// PyJWT's header rules: `kid` must be a string; `crit` names extensions the verifier must
+    /// understand, and we understand none (PyJWT only `b64`, which Apple never sets); an
+    /// unencoded payload (`b64: false`) is not a compact JWS we accept.
+    private static func headerProblem(_ header: [String: Any]) -> String? {
+        if let kid = header["kid"], !(kid is String) { return "JWS kid header is not a string" }
+        if header["crit"] != nil { return "JWS crit header names an unsupported extension" }
+        if let b64 = header["b64"], isBool(b64), (b64 as? Bool) == false { return "JWS with an unencoded payload (b64: false)" }
+        return nil
+    }
+
+    /// Strict base64url as PyJWT checks it: alphabet only, at most two trailing `=` and then a
+    /// length multiple of 4, no impossible length, no stray bits in the last character.
+    static func decodeSegment(_ segment: ArraySlice<UInt8>) -> [UInt8]? {
+        var end = segment.endIndex
+        var padding = 0
+        while end > segment.startIndex, segment[end - 1] == UInt8(ascii: "=") {
+            end -= 1
+            padding += 1
+            if padding > 2 { return nil }
+        }
+        if padding > 0, segment.count % 4 != 0 { return nil }
+        let stripped = segment[segment.startIndex..<end]
+        let remainder = stripped.count % 4
+        if remainder == 1 { return nil }
+        if remainder > 0, let last = stripped.last {
+            guard let value = base64URLValue(last) else { return nil }
+            // 2 leftover chars carry 1 byte (4 spare bits), 3 carry 2 bytes (2 spare bits).
+            let spareMask: UInt8 = remainder == 2 ? 0x0F : 0x03
+            if value & spareMask != 0 { return nil }
+        }
+        return stripped.withUnsafeBufferPointer { buffer in
+            Base64URL.decode(String(decoding: buffer, as: UTF8.self))
+        }
+    }
+
+    private static func base64URLValue(_ char: UInt8) -> UInt8? {
+        switch char {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return char - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return char - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return char - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): return 62
+        case UInt8(ascii: "_"): return 63
+        default: return nil
+        }
+    }
+
+    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
+        guard !bytes.isEmpty else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(bytes), options: [])) as? [String: Any]
+    }
+}
+
+/// JSONSerialization hands back NSNumber for both numbers and booleans; this tells them apart.
+/// (On Linux `1 is Bool` is true through bridging; only booleans have objCType "c" here.)
+func isBool(_ value: Any) -> Bool {
+    guard let number = value as? NSNumber else { return false }
+    return number.objCType.pointee == CChar(UInt8(ascii: "c"))
+}

@@ -1,0 +1,103 @@
+import Crypto
+import Foundation
+
+/// A receipt whose PKCS#7 signature chained to a configured root at its creation date.
+public struct VerifiedAppReceipt: Sendable {
+    public let receipt: AppReceipt
+    /// The certificate that signed the receipt (Apple's "Mac App Store and iTunes Store Receipt
+    /// Signing" leaf, or Xcode's StoreKit certificate).
+    public let signer: X509Certificate
+}
+
+/// Why a receipt was refused. `kind` is the dead-letter kind.
+public struct ReceiptFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public var kind: String
+    public var reason: String
+    public init(_ kind: String, _ reason: String) { self.kind = kind; self.reason = reason }
+    public var description: String { "\(kind): \(reason)" }
+
+    public static let invalidReceipt = "invalid_receipt"
+    public static let verificationFailure = "RECEIPT_VERIFICATION_FAILURE"
+    public static let legacyTransactionReceipt = "legacy_transaction_receipt"
+    public static let notConfigured = "receipt_roots_not_configured"
+    public static let wrongBundle = "INVALID_APP_IDENTIFIER"
+}
+
+/// Verifies app receipts locally: PKCS#7 SignedData (DER or BER), signature and signer chain to the
+/// configured roots (Apple Inc. Root CA; the Xcode StoreKit certificate only when configured) at the
+/// receipt's creation date, since the signing certificates of old receipts have expired.
+public struct AppReceiptVerifier: Sendable {
+    private let trustStore: TrustStore?
+    public let strictChecks: Bool
+    /// Accepted bundle ids; empty accepts any (the CLI decoding someone's receipt).
+    public let bundleIds: Set<String>
+    private let now: @Sendable () -> Date
+
+    public init(roots: [X509Certificate], bundleIds: Set<String> = [], strictChecks: Bool = true,
+                now: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.trustStore = roots.isEmpty ? nil : try TrustStore(roots: roots)
+        self.bundleIds = bundleIds
+        self.strictChecks = strictChecks
+        self.now = now
+    }
+
+    /// Decodes without verifying (support tooling: show what a refused receipt says).
+    public static func decodeUnverified(_ der: [UInt8]) -> Result<AppReceipt, ReceiptFailure> {
+        let message: PKCS7SignedData
+        do {
+            message = try PKCS7SignedData.parse(der: der)
+        } catch {
+            return .failure(.init(ReceiptFailure.invalidReceipt, "not a PKCS#7 SignedData receipt: \(error.message)"))
+        }
+        return payload(message)
+    }
+
+    public func verify(_ der: [UInt8]) -> Result<VerifiedAppReceipt, ReceiptFailure> {
+        let message: PKCS7SignedData
+        do {
+            message = try PKCS7SignedData.parse(der: der)
+        } catch {
+            return .failure(.init(ReceiptFailure.invalidReceipt, "not a PKCS#7 SignedData receipt: \(error.message)"))
+        }
+        let parsed: AppReceipt
+        switch Self.payload(message) {
+        case .success(let value): parsed = value
+        case .failure(let failure): return .failure(failure)
+        }
+        guard let trustStore else {
+            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (STORELEDGER_RECEIPT_ROOTS)"))
+        }
+        let date = parsed.creationDateMs.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) } ?? now()
+        switch message.verify(trustStore: trustStore, at: date, strict: strictChecks) {
+        case .invalid(let reason):
+            return .failure(.init(ReceiptFailure.verificationFailure, "receipt signature or chain does not verify at its creation date: \(reason)"))
+        case .valid(let signer):
+            if !bundleIds.isEmpty, !bundleIds.contains(parsed.bundleId) {
+                return .failure(.init(ReceiptFailure.wrongBundle, "receipt is for bundle \(parsed.bundleId), not \(bundleIds.sorted().joined(separator: ", "))"))
+            }
+            return .success(VerifiedAppReceipt(receipt: parsed, signer: signer))
+        }
+    }
+
+    private static func payload(_ message: PKCS7SignedData) -> Result<AppReceipt, ReceiptFailure> {
+        do {
+            return .success(try ReceiptPayloadParser.parse(message.content))
+        } catch {
+            return .failure(.init(ReceiptFailure.invalidReceipt, "receipt payload does not decode: \(error.description)"))
+        }
+    }
+
+    /// The optional device check: SHA-1(device identifier ‖ opaque value ‖ bundle id DER) must
+    /// equal the receipt's hash. `deviceIdentifier` is the 16 bytes of identifierForVendor (iOS)
+    /// or the MAC address (macOS).
+    public static func matchesDevice(_ receipt: AppReceipt, deviceIdentifier: [UInt8]) -> Bool {
+        let digest = SHA1.hash(deviceIdentifier + receipt.opaqueValue + receipt.bundleIdDER)
+        return !receipt.sha1Hash.isEmpty && digest == receipt.sha1Hash
+    }
+
+    /// identifierForVendor text ("956328D9-CC6A-47F4-BE40-6953FB0AB6C7") as its 16 bytes.
+    public static func uuidBytes(_ text: String) -> [UInt8]? {
+        guard let uuid = UUID(uuidString: text) else { return nil }
+        return withUnsafeBytes(of: uuid.uuid) { Array($0) }
+    }
+}

@@ -1,0 +1,173 @@
+import Crypto
+import Domain
+import Foundation
+
+/// How app receipts are validated: locally (PKCS#7 + ASN.1, no network) or through Apple's
+/// legacy verifyReceipt endpoint (which also returns renewal info and the latest transactions).
+public enum ReceiptValidation: String, Sendable, CaseIterable {
+    case local
+    case verifyReceipt = "verify-receipt"
+}
+
+/// A failure of one input: permanent ones are dead-lettered, retryable ones make the stage retry.
+public enum DecodeFailure: Error, Sendable, Equatable {
+    case permanent(PermanentFailure)
+    case retryable(String)
+}
+
+/// Receipt uploads as ingest writes them: `{"user_id": ..., "receipt_data": "<base64>", ...}`
+/// (other client fields, such as a missing `transactionDate`, are ignored, R7). One event per
+/// subscription (original_transaction_id) in the receipt, plus one per non-subscription purchase
+/// keyed by its own original_transaction_id, each carrying the uploader's user id (R6).
+public struct ReceiptUploadDecoder: Sendable {
+    public let validation: ReceiptValidation
+    public let verifier: AppReceiptVerifier?
+    public let verifyReceipt: VerifyReceiptClient?
+
+    public init(validation: ReceiptValidation, verifier: AppReceiptVerifier?, verifyReceipt: VerifyReceiptClient?) {
+        self.validation = validation
+        self.verifier = verifier
+        self.verifyReceipt = verifyReceipt
+    }
+
+    public struct Upload: Sendable {
+        public var userId: String?
+        public var receiptData: String
+    }
+
+    public static func parseUpload(_ body: [UInt8]) -> Result<Upload, PermanentFailure> {
+        guard let object = CompactJWS.jsonObject(body) else {
+            return .failure(PermanentFailure("invalid_json", "receipt upload is not a JSON object"))
+        }
+        guard let receipt = object["receipt_data"] as? String, !receipt.isEmpty else {
+            return .failure(PermanentFailure("missing_field", "receipt upload has no receipt_data string"))
+        }
+        let user = JSONFields(object).string("user_id").flatMap { $0.isEmpty ? nil : $0 }
+        return .success(Upload(userId: user, receiptData: receipt))
+    }
+
+    public func decode(body: [UInt8], receivedAtMs: Int64, rawPosition: RecordPosition?) -> Result<[AppleEvent], DecodeFailure> {
+        let upload: Upload
+        switch Self.parseUpload(body) {
+        case .success(let value): upload = value
+        case .failure(let failure): return .failure(.permanent(failure))
+        }
+        let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(upload.receiptData.utf8))
+        let context = EventContext(digest: digest, userId: upload.userId, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
+        switch validation {
+        case .verifyReceipt:
+            return viaVerifyReceipt(upload.receiptData, context)
+        case .local:
+            guard let der = Base64.decode(upload.receiptData), !der.isEmpty else {
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.invalidReceipt, "receipt_data is not base64")))
+            }
+            if LegacyTransactionReceipt.looksLikeOne(der) {
+                if verifyReceipt != nil { return viaVerifyReceipt(upload.receiptData, context) }
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.legacyTransactionReceipt,
+                    "iOS 6-style transaction receipt: it cannot be verified against the configured roots (its chain is not embedded); configure verifyReceipt to accept it")))
+            }
+            guard let verifier else {
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (STORELEDGER_RECEIPT_ROOTS)")))
+            }
+            switch verifier.verify(der) {
+            case .failure(let failure): return .failure(.permanent(PermanentFailure(failure.kind, failure.reason)))
+            case .success(let verified): return Self.events(verified.receipt, context).mapError { .permanent($0) }
+            }
+        }
+    }
+
+    struct EventContext {
+        let digest: String
+        let userId: String?
+        let receivedAtMs: Int64
+        let rawPosition: RecordPosition?
+    }
+
+    private func viaVerifyReceipt(_ receiptData: String, _ context: EventContext) -> Result<[AppleEvent], DecodeFailure> {
+        guard let client = verifyReceipt else {
+            return .failure(.permanent(PermanentFailure("verify_receipt_not_configured", "verifyReceipt validation is selected but no endpoint is configured")))
+        }
+        switch client.verify(receiptData: receiptData) {
+        case .retryable(let reason): return .failure(.retryable(reason))
+        case .rejected(let status, let reason): return .failure(.permanent(PermanentFailure("verify_receipt_\(status)", reason)))
+        case .valid(let response, let environment):
+            return VerifyReceiptResponse.events(JSONFields(response), endpoint: environment, context).mapError { .permanent($0) }
+        }
+    }
+
+    /// Local receipt → events, grouped by original_transaction_id, oldest purchase first.
+    static func events(_ receipt: AppReceipt, _ context: EventContext) -> Result<[AppleEvent], PermanentFailure> {
+        var facts: [TransactionFacts] = []
+        for purchase in receipt.inApp {
+            guard let purchaseDate = purchase.purchaseDateMs, !purchase.transactionId.isEmpty, !purchase.productId.isEmpty else {
+                return .failure(PermanentFailure("missing_field", "in-app purchase \(purchase.transactionId) lacks a product id, transaction id or purchase date"))
+            }
+            facts.append(TransactionFacts(
+                transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
+                webOrderLineItemId: purchase.webOrderLineItemId.flatMap { $0 == "0" ? nil : $0 },
+                productId: purchase.productId, bundleId: receipt.bundleId, purchaseDateMs: purchaseDate,
+                originalPurchaseDateMs: purchase.originalPurchaseDateMs, expiresDateMs: purchase.expiresDateMs,
+                cancellationDateMs: purchase.cancellationDateMs, isTrialPeriod: purchase.isTrialPeriod,
+                isInIntroOfferPeriod: purchase.isInIntroOfferPeriod, promotionalOfferId: purchase.promotionalOfferId,
+                quantity: purchase.quantity))
+        }
+        let environment = receiptEnvironment(receipt.receiptType)
+        return .success(group(facts, renewals: [], source: .appReceipt, environment: environment,
+                              bundleId: receipt.bundleId, prefix: "receipt", context))
+    }
+
+    /// "Production" / "ProductionSandbox" / "Sandbox" / "Xcode" in attribute 0.
+    static func receiptEnvironment(_ type: String?) -> String {
+        switch type?.lowercased() {
+        case "production": return AppStoreEnvironment.production.rawValue
+        case "productionsandbox", "sandbox": return AppStoreEnvironment.sandbox.rawValue
+        case "xcode": return AppStoreEnvironment.xcode.rawValue
+        case nil: return AppStoreEnvironment.production.rawValue
+        default: return type!
+        }
+    }
+
+    static func group(_ facts: [TransactionFacts], renewals: [RenewalFacts], source: EventSource, environment: String,
+                      bundleId: String?, prefix: String, _ context: EventContext) -> [AppleEvent] {
+        var keys = Set(facts.map(\.originalTransactionId))
+        keys.formUnion(renewals.map(\.originalTransactionId))
+        return keys.sorted().map { key in
+            AppleEvent(eventId: "\(prefix):\(context.digest):\(key)", source: source, environment: environment,
+                       bundleId: bundleId, subscriptionKey: key,
+                       transactions: facts.filter { $0.originalTransactionId == key }.sorted { $0.purchaseDateMs < $1.purchaseDateMs },
+                       renewalInfo: renewals.first { $0.originalTransactionId == key },
+                       appUserId: context.userId, receivedAtMs: context.receivedAtMs, rawPosition: context.rawPosition)
+        }
+    }
+}
+
+/// A verifyReceipt response body (both shapes: iOS 7+ `receipt.in_app` + `latest_receipt_info[]`,
+/// and iOS 6 style where `receipt` and `latest_receipt_info` are single transactions).
+/// https://developer.apple.com/documentation/appstorereceipts/responsebody
+enum VerifyReceiptResponse {
+    static func events(_ response: JSONFields, endpoint: AppStoreEnvironment,
+                       _ context: ReceiptUploadDecoder.EventContext) -> Result<[AppleEvent], PermanentFailure> {
+        let receipt = response.object("receipt")
+        let bundleId = receipt?.string("bundle_id") ?? receipt?.string("bid")
+        var objects: [JSONFields] = []
+        if let receipt {
+            objects += receipt.array("in_app")
+            if receipt.string("transaction_id") != nil { objects.append(receipt) }  // iOS 6 style
+        }
+        objects += response.array("latest_receipt_info")
+        if let single = response.object("latest_receipt_info") { objects.append(single) }
+        // The same transaction appears in in_app and latest_receipt_info: keep the last copy.
+        var byId: [String: TransactionFacts] = [:]
+        var order: [String] = []
+        for object in objects {
+            guard let facts = ReceiptFields.transaction(object, bundleId: bundleId) else { continue }
+            if byId[facts.transactionId] == nil { order.append(facts.transactionId) }
+            byId[facts.transactionId] = facts
+        }
+        let renewals = response.array("pending_renewal_info").compactMap(ReceiptFields.renewal)
+        let environment = response.string("environment").map { normalizeEnvironment($0) } ?? endpoint.rawValue
+        let facts = order.compactMap { byId[$0] }
+        return .success(ReceiptUploadDecoder.group(facts, renewals: renewals, source: .verifyReceipt, environment: environment,
+                                                   bundleId: bundleId, prefix: "verify-receipt", context))
+    }
+}

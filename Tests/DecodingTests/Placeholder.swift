@@ -1,2 +1,0 @@
-import XCTest
-final class DecodingTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }

@@ -1,0 +1,138 @@
+@testable import AppleDecoding
+import Crypto
+import Domain
+import Foundation
+import XCTest
+
+/// The shared acceptance fixtures (../shared/fixtures from the package root; see SOURCES.md).
+enum Fixtures {
+    static let root: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // DecodingTests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()  // package root
+        .appendingPathComponent("../shared/fixtures")
+        .standardized
+
+    static func requireFolder() throws {
+        guard FileManager.default.fileExists(atPath: root.path) else {
+            throw XCTSkip("fixtures folder \(root.path) is absent; see /work/shared/fixtures/SOURCES.md")
+        }
+    }
+
+    static func path(_ relative: String) throws -> String {
+        try requireFolder()
+        return root.appendingPathComponent(relative).path
+    }
+
+    static func bytes(_ relative: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: URL(fileURLWithPath: try path(relative))))
+    }
+
+    static func text(_ relative: String) throws -> String {
+        String(decoding: try bytes(relative), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func certificate(_ relative: String) throws -> X509Certificate {
+        try AppleDecodingConfiguration.loadCertificate(try path(relative))
+    }
+
+    static func key(_ relative: String) throws -> P256PrivateKey {
+        try P256PrivateKey(pem: try text(relative))
+    }
+
+    static func jsonString(_ relative: String, field: String) throws -> String {
+        let object = try JSONSerialization.jsonObject(with: Data(try bytes(relative))) as? [String: Any]
+        return try XCTUnwrap(object?[field] as? String, "\(relative) has no string field \(field)")
+    }
+
+    static func jsonObject(_ relative: String) throws -> [String: Any] {
+        try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(try bytes(relative))) as? [String: Any])
+    }
+
+    static func testCA() throws -> X509Certificate { try certificate("apple-lib/certs/testCA.der") }
+    static func appleRootG3() throws -> X509Certificate { try certificate("certs/apple-real/AppleRootCA-G3.cer") }
+    static func appleIncRoot() throws -> X509Certificate { try certificate("certs/apple-real/AppleIncRootCertificate.cer") }
+    static func storeKitRoot() throws -> X509Certificate { try certificate("certs/xcode/StoreKitTestCertificate.cer") }
+
+    /// The effective date of the origin chain tests (SOURCES.md §1), 2025-11-01.
+    static let chainTestDate = Date(timeIntervalSince1970: 1_761_962_975)
+}
+
+/// Signs V2 payloads with Apple's published test PKI (testLeaf/testIntermediate/testCA), the
+/// chain every Apple library test trusts. It lacks key identifiers, so verifiers run non-strict.
+struct TestPKI {
+    let leafKey: P256PrivateKey
+    let x5c: [String]
+    let root: X509Certificate
+
+    static func load() throws -> TestPKI {
+        let leaf = try Fixtures.certificate("apple-lib/certs/testLeaf.pem")
+        let intermediate = try Fixtures.certificate("apple-lib/certs/testIntermediate.pem")
+        let root = try Fixtures.testCA()
+        return TestPKI(leafKey: try Fixtures.key("apple-lib/certs/testLeaf.key"),
+                       x5c: [leaf, intermediate, root].map { Base64.encode($0.der) }, root: root)
+    }
+
+    func sign(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
+        try JWSSigner.signES256(header: header ?? ["x5c": x5c], payload: payload, key: leafKey)
+    }
+
+    func verifier(bundleId: String = "com.example", appAppleId: Int64? = 1234,
+                  environments: [AppStoreEnvironment] = [.sandbox], now: Date = Date()) throws -> SignedDataVerifier {
+        try SignedDataVerifier(roots: [root], bundleId: bundleId, appAppleId: appAppleId, environments: environments,
+                               strictChecks: false, now: { now })
+    }
+}
+
+/// Realistic V2 payloads (field names as in Apple's models, values as in apple-lib/models).
+enum V2Payloads {
+    static let signedDate: Int64 = 1_698_148_900_000
+
+    static func transaction(originalTransactionId: String = "12345", transactionId: String = "23456",
+                            environment: String = "Sandbox", bundleId: String = "com.example",
+                            extra: [String: Any] = [:]) -> [String: Any] {
+        var payload: [String: Any] = [
+            "originalTransactionId": originalTransactionId, "transactionId": transactionId,
+            "webOrderLineItemId": "34343", "bundleId": bundleId, "productId": "com.example.product",
+            "subscriptionGroupIdentifier": "55555", "purchaseDate": 1_698_148_900_000,
+            "originalPurchaseDate": 1_698_148_800_000, "expiresDate": 1_698_149_000_000, "quantity": 1,
+            "type": "Auto-Renewable Subscription", "appAccountToken": "7e3fb20b-4cdb-47cc-936d-99d65f608138",
+            "inAppOwnershipType": "PURCHASED", "signedDate": signedDate, "environment": environment,
+            "transactionReason": "PURCHASE", "storefront": "USA", "storefrontId": "143441",
+            "price": 10990, "currency": "USD", "offerType": 1, "offerDiscountType": "FREE_TRIAL",
+        ]
+        payload.merge(extra) { $1 }
+        return payload
+    }
+
+    static func renewal(originalTransactionId: String = "12345", environment: String = "Sandbox") -> [String: Any] {
+        ["originalTransactionId": originalTransactionId, "autoRenewProductId": "com.example.product.2",
+         "productId": "com.example.product", "autoRenewStatus": 1, "isInBillingRetryPeriod": false,
+         "signedDate": signedDate, "environment": environment, "expirationIntent": 1, "priceIncreaseStatus": 0]
+    }
+
+    static func notification(type: String = "SUBSCRIBED", subtype: String? = "INITIAL_BUY",
+                             uuid: String = "002e14d5-51f5-4503-b5a8-c3a1af68eb20", environment: String = "Sandbox",
+                             bundleId: String = "com.example", appAppleId: Int64 = 1234,
+                             signedTransaction: String?, signedRenewal: String?) -> [String: Any] {
+        var data: [String: Any] = ["environment": environment, "appAppleId": appAppleId, "bundleId": bundleId,
+                                   "bundleVersion": "1.2.3", "status": 1]
+        if let signedTransaction { data["signedTransactionInfo"] = signedTransaction }
+        if let signedRenewal { data["signedRenewalInfo"] = signedRenewal }
+        var payload: [String: Any] = ["notificationType": type, "notificationUUID": uuid, "data": data,
+                                      "version": "2.0", "signedDate": signedDate]
+        if let subtype { payload["subtype"] = subtype }
+        return payload
+    }
+
+    static func body(_ signedPayload: String) -> [UInt8] {
+        Array(#"{"signedPayload":"\#(signedPayload)"}"#.utf8)
+    }
+}
+
+extension Result {
+    var failureValue: Failure? {
+        if case .failure(let failure) = self { return failure }
+        return nil
+    }
+}
