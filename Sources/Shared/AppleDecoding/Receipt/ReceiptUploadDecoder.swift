@@ -164,10 +164,22 @@ enum VerifyReceiptResponse {
             if byId[facts.transactionId] == nil { order.append(facts.transactionId) }
             byId[facts.transactionId] = facts
         }
-        let renewals = response.array("pending_renewal_info").compactMap(ReceiptFields.renewal)
-        let environment = response.string("environment").map { normalizeEnvironment($0) } ?? endpoint.rawValue
         let facts = order.compactMap { byId[$0] }
+        let renewals = response.array("pending_renewal_info").compactMap { info in
+            ReceiptFields.renewal(info) ?? renewalWithoutId(info, facts)
+        }
+        let environment = response.string("environment").map { normalizeEnvironment($0) } ?? endpoint.rawValue
         return .success(ReceiptUploadDecoder.group(facts, renewals: renewals, source: .verifyReceipt, environment: environment,
                                                    bundleId: bundleId, prefix: "verify-receipt", context))
+    }
+
+    /// Some responses omit `original_transaction_id` in `pending_renewal_info`: attribute it to the
+    /// subscription whose latest purchase is of that product.
+    private static func renewalWithoutId(_ info: JSONFields, _ facts: [TransactionFacts]) -> RenewalFacts? {
+        guard let product = info.string("product_id") else { return nil }
+        guard let latest = facts.filter({ $0.productId == product }).max(by: { $0.purchaseDateMs < $1.purchaseDateMs }) else { return nil }
+        var object = info.object
+        object["original_transaction_id"] = latest.originalTransactionId
+        return ReceiptFields.renewal(JSONFields(object))
     }
 }

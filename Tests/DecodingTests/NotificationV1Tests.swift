@@ -1,0 +1,68 @@
+@testable import AppleDecoding
+import Domain
+import Foundation
+import XCTest
+
+/// V1 bodies of both shapes decode as SOURCES.md §5 says their origins expect.
+final class NotificationV1Tests: XCTestCase {
+    private func decode(_ relative: String, secrets: [String] = []) throws -> Result<[AppleEvent], PermanentFailure> {
+        NotificationV1Decoder(sharedSecrets: secrets).decode(body: try Fixtures.bytes(relative), receivedAtMs: 1, rawPosition: nil)
+    }
+
+    func testDidChangeRenewalStatusWithUnifiedReceipt() throws {
+        let events = try decode("notifications-v1/imdhemy-laravel/appstore-server-notification.json").get()
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000723811158" })
+        XCTAssertEqual(event.source, .notificationV1)
+        XCTAssertEqual(event.environment, "Sandbox")
+        XCTAssertEqual(event.bundleId, "com.twigano.fashion")
+        XCTAssertEqual(event.notification?.type, "DID_CHANGE_RENEWAL_STATUS")
+        XCTAssertEqual(event.notification?.autoRenewStatus, false)
+        XCTAssertEqual(event.notification?.autoRenewStatusChangeDateMs, 1_606_293_002_000)
+        XCTAssertNotNil(event.notification?.autoRenewProductId)
+        XCTAssertEqual(events.reduce(0) { $0 + $1.transactions.count }, 54)
+        XCTAssertTrue(event.transactions.contains { $0.transactionId == "1000000746095599" })
+        XCTAssertEqual(event.renewalInfo?.autoRenewStatus, false)
+        XCTAssertEqual(event.renewalInfo?.expirationIntent, "1")
+    }
+
+    func testDidRenewProdSharedSecretChecks() throws {
+        let events = try decode("notifications-v1/aporat/serverNotificationRequest.json", secrets: ["other", "dummy_shared_secret"]).get()
+        XCTAssertEqual(events.count, 1)
+        XCTAssertEqual(events[0].environment, "Production")  // "PROD"
+        XCTAssertEqual(events[0].notification?.type, "DID_RENEW")
+        XCTAssertEqual(events[0].notification?.autoRenewStatus, true)
+        XCTAssertEqual(events[0].subscriptionKey, "100000000000000")
+        XCTAssertEqual(events[0].transactions.first?.webOrderLineItemId, "100000000000002")
+        XCTAssertEqual(events[0].transactions.first?.purchaseDateMs, 1_745_044_952_000)
+        XCTAssertNotNil(events[0].renewalInfo)
+        XCTAssertEqual(try decode("notifications-v1/aporat/serverNotificationRequest.json", secrets: ["wrong"]).failureValue?.kind,
+                       "invalid_shared_secret")
+    }
+
+    func testPre2021ShapesInitialBuyFailToRenewAndRefund() throws {
+        let initial = try decode("notifications-v1/educreations/initial_buy.json").get()
+        XCTAssertEqual(initial.first?.notification?.type, "INITIAL_BUY")
+        XCTAssertEqual(initial.first?.environment, "Production")
+        XCTAssertEqual(initial.first?.renewalInfo?.autoRenewStatus, true)  // "1"
+        let failed = try decode("notifications-v1/educreations/did_fail_to_renew.json").get()
+        XCTAssertTrue(failed.contains { $0.subscriptionKey == "70000762954330" })
+        let refund = try decode("notifications-v1/educreations/refund.json").get()
+        let facts = try XCTUnwrap(refund.flatMap(\.transactions).first)
+        XCTAssertEqual(facts.cancellationDateMs, 1_599_306_492_000)
+        XCTAssertEqual(facts.cancellationReason, "0")
+        XCTAssertEqual(facts.productId, "com.educreations.proteacher.1year")
+    }
+
+    func testSameBodyTwiceHasTheSameEventId() throws {
+        let first = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
+        let second = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
+        XCTAssertEqual(first.map(\.eventId), second.map(\.eventId))
+    }
+
+    func testConstantTimeComparison() {
+        XCTAssertTrue(constantTimeEquals("secret", "secret"))
+        XCTAssertFalse(constantTimeEquals("secret", "secreT"))
+        XCTAssertFalse(constantTimeEquals("secret", "secret2"))
+        XCTAssertFalse(constantTimeEquals("", "x"))
+    }
+}

@@ -1,0 +1,182 @@
+@testable import AppleDecoding
+import Crypto
+import Domain
+import Foundation
+import XCTest
+
+/// App receipts (PKCS#7 + ASN.1) decode and verify as SOURCES.md §3 says, and uploads become
+/// one event per subscription carrying the uploader's user id.
+final class ReceiptTests: XCTestCase {
+    private func receipt(_ relative: String) throws -> [UInt8] {
+        let bytes = try Fixtures.bytes(relative)
+        if relative.hasSuffix(".json") {
+            return try XCTUnwrap(Base64.decode(try Fixtures.jsonString(relative, field: "transactionReceipt")))
+        }
+        // Base64 text, or raw DER for the namecare receipt.
+        return Base64.decode(String(decoding: bytes, as: UTF8.self)) ?? bytes
+    }
+
+    private func appleVerifier() throws -> AppReceiptVerifier {
+        try AppReceiptVerifier(roots: [try Fixtures.appleIncRoot()])
+    }
+
+    func testSandboxG5ReceiptDecodesVerifiesAndMatchesItsDevice() throws {
+        let verified = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")).get()
+        let r = verified.receipt
+        XCTAssertEqual(r.receiptType, "ProductionSandbox")
+        XCTAssertEqual(r.bundleId, "dev.bonzer.weeka.app")
+        XCTAssertEqual(r.appVersion, "2")
+        XCTAssertEqual(r.creationDateMs, try XCTUnwrap(RFC3339.milliseconds("2025-12-26T18:39:47Z")))
+        XCTAssertEqual(r.opaqueValue.map { String(format: "%02x", $0) }.joined(), "be1dd3ea9bcf4d08652eb539b9e05694")
+        XCTAssertEqual(r.sha1Hash.map { String(format: "%02x", $0) }.joined(), "2158847543683847e9382a0fc51853cb17abcd6d")
+        XCTAssertEqual(r.inApp.map(\.transactionId), ["2000001092134138", "2000001092148094"])
+        XCTAssertEqual(Set(r.inApp.map(\.webOrderLineItemId)), ["2000000123357229", "2000000123357230"])
+        XCTAssertEqual(r.inApp.first?.productId, "dev.bonzer.weeka.app.subscription.pro.annual")
+        let device = try XCTUnwrap(AppReceiptVerifier.uuidBytes("956328D9-CC6A-47F4-BE40-6953FB0AB6C7"))
+        XCTAssertTrue(AppReceiptVerifier.matchesDevice(r, deviceIdentifier: device))
+        XCTAssertFalse(AppReceiptVerifier.matchesDevice(r, deviceIdentifier: [UInt8](repeating: 0, count: 16)))
+    }
+
+    func testProductionReceiptWithPromotionalOffers() throws {
+        let r = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-production")).get().receipt
+        XCTAssertEqual(r.receiptType, "Production")
+        XCTAssertEqual(r.bundleId, "org.getpure.pure-iphone")
+        XCTAssertEqual(r.appItemId, 690_661_663)
+        XCTAssertEqual(r.appVersion, "15741")
+        XCTAssertEqual(r.originalAppVersion, "434")
+        XCTAssertEqual(r.inApp.count, 4)
+        XCTAssertEqual(Set(r.inApp.map(\.originalTransactionId)), ["340001196262039"])
+        XCTAssertEqual(r.inApp.filter { $0.promotionalOfferId == "org.getpure.pure.Month.Offer.3M.PayToGo" }.map(\.transactionId).sorted(),
+                       ["340001264290434", "340001311555626"])
+    }
+
+    func testLegacySHA1ReceiptWith187PurchasesVerifiesAtCreationDate() throws {
+        let r = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-legacy")).get().receipt
+        XCTAssertEqual(r.bundleId, "com.nutcall.alert")
+        XCTAssertEqual(r.inApp.count, 187)
+        XCTAssertEqual(Set(r.inApp.map(\.originalTransactionId)), ["1000000603177571"])
+    }
+
+    func testDERSandboxReceiptAndLaravelReceipts() throws {
+        let namecare = try appleVerifier().verify(try receipt("receipts/namecare-rust/xcode-app-receipt-legacy")).get().receipt
+        XCTAssertEqual(namecare.bundleId, "com.XMCodey.apple.ClipTrace")
+        XCTAssertEqual(namecare.inApp.map(\.transactionId), ["2000000909538865"])
+        XCTAssertEqual(namecare.inApp.first?.webOrderLineItemId, "2000000098137843")
+        let ios = try appleVerifier().verify(try receipt("receipts/imdhemy-laravel/iOS-receipt.json")).get().receipt
+        XCTAssertEqual(ios.inApp.count, 42)
+        XCTAssertTrue(ios.inApp.contains { $0.transactionId == "1000000739306767" })
+        let product = try appleVerifier().verify(try receipt("receipts/imdhemy-laravel/product-receipt.json")).get().receipt
+        XCTAssertEqual(product.inApp.count, 61)
+        XCTAssertTrue(product.inApp.contains { $0.transactionId == "1000000747778008" && $0.productId == "boost" })
+    }
+
+    func testXcodeReceiptsNeedTheStoreKitCertificate() throws {
+        let storeKit = try AppReceiptVerifier(roots: [try Fixtures.storeKitRoot()])
+        let withTransaction = try storeKit.verify(try receipt("apple-lib/xcode/xcode-app-receipt-with-transaction")).get().receipt
+        XCTAssertEqual(withTransaction.receiptType, "Xcode")
+        XCTAssertEqual(withTransaction.inApp.map(\.transactionId), ["0"])
+        XCTAssertEqual(withTransaction.inApp.first?.productId, "pass.premium")
+        XCTAssertEqual(withTransaction.inApp.first?.isInIntroOfferPeriod, true)
+        XCTAssertEqual(withTransaction.inApp.first?.purchaseDateMs, try XCTUnwrap(RFC3339.milliseconds("2023-10-19T01:45:36Z")))
+        XCTAssertEqual(try storeKit.verify(try receipt("apple-lib/xcode/xcode-app-receipt-empty")).get().receipt.inApp, [])
+        let cycle = try storeKit.verify(try receipt("receipts/tpinappreceipt/receipt-xcode")).get().receipt
+        XCTAssertEqual(cycle.bundleId, "net.zachariadis.cyclemaps")
+        XCTAssertEqual(cycle.creationDateMs, try XCTUnwrap(RFC3339.milliseconds("2020-07-22T17:33:15Z")))  // +0100 offset
+        // Apple's root does not vouch for Xcode receipts.
+        XCTAssertEqual(try appleVerifier().verify(try receipt("apple-lib/xcode/xcode-app-receipt-empty")).failureValue?.kind,
+                       ReceiptFailure.verificationFailure)
+    }
+
+    func testTamperedTruncatedAndWrongBundleReceiptsAreRefused() throws {
+        var der = try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")
+        let verifier = try appleVerifier()
+        XCTAssertEqual(verifier.verify(Array(der.prefix(der.count / 2))).failureValue?.kind, ReceiptFailure.invalidReceipt)
+        // Flip a byte inside the signed content (the bundle id's text).
+        let needle = Array("dev.bonzer.weeka.app".utf8)
+        let at = try XCTUnwrap((0...(der.count - needle.count)).first { Array(der[$0..<($0 + needle.count)]) == needle })
+        der[at] ^= 0x01
+        XCTAssertEqual(verifier.verify(der).failureValue?.kind, ReceiptFailure.verificationFailure)
+        let otherApp = try AppReceiptVerifier(roots: [try Fixtures.appleIncRoot()], bundleIds: ["com.other"])
+        XCTAssertEqual(otherApp.verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")).failureValue?.kind, ReceiptFailure.wrongBundle)
+        XCTAssertEqual(verifier.verify([0x30, 0x80]).failureValue?.kind, ReceiptFailure.invalidReceipt)
+    }
+
+    func testLegacyTransactionReceiptIsRecognisedDecodedAndRefusedLocally() throws {
+        let bytes = try receipt("receipts/itunes-iap/raw_receipt_legacy.b64")
+        XCTAssertTrue(LegacyTransactionReceipt.looksLikeOne(bytes))
+        let legacy = try XCTUnwrap(LegacyTransactionReceipt.parse(bytes))
+        XCTAssertEqual(legacy.productId, "BattleGold50")
+        XCTAssertEqual(legacy.originalTransactionId, "1000000056161764")
+        XCTAssertEqual(legacy.purchaseInfo["quantity"], "1")
+        XCTAssertEqual(legacy.purchaseInfo["purchase-date"], "2012-09-21 01:31:38 Etc/GMT")
+        XCTAssertEqual(legacy.purchaseInfo["unique-identifier"], "42c1b3d45563820dd9a59c79a75641001fc85e39")
+        XCTAssertEqual(legacy.environment, "Sandbox")
+        XCTAssertTrue(legacy.signatureMatchesEmbeddedCertificate)
+
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
+        let body = try JSONSerialization.data(withJSONObject: ["user_id": "u1", "receipt_data": Base64.encode(bytes)])
+        XCTAssertEqual(upload.decode(body: [UInt8](body), receivedAtMs: 0, rawPosition: nil).failureValue.flatMap {
+            if case .permanent(let failure) = $0 { return failure.kind } else { return nil }
+        }, ReceiptFailure.legacyTransactionReceipt)
+    }
+
+    func testUploadBecomesOneEventPerSubscriptionWithTheUsersId() throws {
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
+        let base64 = try Fixtures.text("receipts/tpinappreceipt/receipt-sandbox-g5")
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "user-77", "receipt_data": base64, "productId": "x"]))
+        let position = RecordPosition(topic: Topic.receiptsRaw, partition: 0, offset: 9)
+        let events = try upload.decode(body: body, receivedAtMs: 5, rawPosition: position).get()
+        XCTAssertEqual(events.count, 1)
+        let event = events[0]
+        XCTAssertEqual(event.source, .appReceipt)
+        XCTAssertEqual(event.appUserId, "user-77")
+        XCTAssertEqual(event.subscriptionKey, "2000001092134138")
+        XCTAssertEqual(event.environment, "Sandbox")
+        XCTAssertEqual(event.bundleId, "dev.bonzer.weeka.app")
+        XCTAssertEqual(event.transactions.map(\.transactionId), ["2000001092134138", "2000001092148094"])
+        XCTAssertEqual(event.transactions.first?.webOrderLineItemId, "2000000123357229")
+        XCTAssertTrue(event.eventId.hasPrefix("receipt:") && event.eventId.hasSuffix(":2000001092134138"))
+        // Same receipt, same user → same event id; another user → another id (R2 and fraud evidence).
+        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 6, rawPosition: nil).get().first?.eventId, event.eventId)
+        let other = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": 42, "receipt_data": base64]))
+        let otherEvent = try XCTUnwrap(try upload.decode(body: other, receivedAtMs: 6, rawPosition: nil).get().first)
+        XCTAssertEqual(otherEvent.appUserId, "42")
+        XCTAssertNotEqual(otherEvent.eventId, event.eventId)
+
+        // Consumables and subscriptions in one receipt: one event per original transaction.
+        let laravel = try Fixtures.jsonString("receipts/imdhemy-laravel/product-receipt.json", field: "transactionReceipt")
+        let many = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": laravel]))
+        let manyEvents = try upload.decode(body: many, receivedAtMs: 0, rawPosition: nil).get()
+        XCTAssertEqual(manyEvents.reduce(0) { $0 + $1.transactions.count }, 61)
+        XCTAssertTrue(manyEvents.contains { $0.subscriptionKey == "1000000747778008" && $0.transactions.map(\.productId) == ["boost"] })
+        XCTAssertEqual(Set(manyEvents.map(\.subscriptionKey)).count, manyEvents.count)
+    }
+
+    func testUploadShapeFailures() throws {
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
+        func kind(_ text: String) -> String? {
+            if case .permanent(let failure)? = upload.decode(body: Array(text.utf8), receivedAtMs: 0, rawPosition: nil).failureValue { return failure.kind }
+            return nil
+        }
+        XCTAssertEqual(kind("nope"), "invalid_json")
+        XCTAssertEqual(kind(#"{"user_id":"u"}"#), "missing_field")
+        XCTAssertEqual(kind(#"{"user_id":"u","receipt_data":"!!!"}"#), ReceiptFailure.invalidReceipt)
+        XCTAssertEqual(kind(#"{"user_id":"u","receipt_data":"AAAA"}"#), ReceiptFailure.invalidReceipt)
+        let unconfigured = ReceiptUploadDecoder(validation: .local, verifier: nil, verifyReceipt: nil)
+        let base64 = try Fixtures.text("receipts/tpinappreceipt/receipt-sandbox-g5")
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": base64]))
+        XCTAssertEqual(unconfigured.decode(body: body, receivedAtMs: 0, rawPosition: nil).failureValue,
+                       .permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (STORELEDGER_RECEIPT_ROOTS)")))
+    }
+
+    func testRFC3339Parsing() {
+        XCTAssertEqual(RFC3339.milliseconds("1970-01-01T00:00:00Z"), 0)
+        XCTAssertEqual(RFC3339.milliseconds("2023-10-19T01:18:54Z"), 1_697_678_334_000)
+        XCTAssertEqual(RFC3339.milliseconds("2020-07-22T18:33:15+0100"), RFC3339.milliseconds("2020-07-22T17:33:15Z"))
+        XCTAssertEqual(RFC3339.milliseconds("2020-07-22T18:33:15+01:00"), RFC3339.milliseconds("2020-07-22T17:33:15Z"))
+        XCTAssertEqual(RFC3339.milliseconds("2020-07-22T17:33:15.25Z"), RFC3339.milliseconds("2020-07-22T17:33:15Z").map { $0 + 250 })
+        for bad in ["", "2020-13-01T00:00:00Z", "2020-07-22", "2020-07-22T17:33:15Q", "2020-07-22T17:33:15Z trailing"] {
+            XCTAssertNil(RFC3339.milliseconds(bad), bad)
+        }
+    }
+}

@@ -1,0 +1,173 @@
+@testable import AppleDecoding
+import Domain
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The verifyReceipt client against a real local HTTP server (POSIX sockets, URLSession/libcurl
+/// on the client side): redirects, retries with backoff, permanent statuses, response shapes.
+final class VerifyReceiptTests: XCTestCase {
+    private func client(_ server: ScriptedServer, password: String? = "secret") -> VerifyReceiptClient {
+        VerifyReceiptClient(productionURL: server.url("/production"), sandboxURL: server.url("/sandbox"), password: password,
+                            excludeOldTransactions: true, maxAttempts: 3, initialBackoff: .milliseconds(1),
+                            maxBackoff: .milliseconds(4), timeout: 5)
+    }
+
+    func testSandboxReceiptIsRetriedOnSandbox() throws {
+        let valid = String(decoding: try Fixtures.bytes("verify-receipt/itunes-iap/autorenew_response2.json"), as: UTF8.self)
+        let server = try ScriptedServer(responses: [(200, #"{"status":21007}"#), (200, valid)])
+        guard case .valid(let response, let environment) = client(server).verify(receiptData: "AAAA") else {
+            return XCTFail("expected a valid answer")
+        }
+        XCTAssertEqual(environment, .sandbox)
+        XCTAssertEqual(JSONFields(response).string("environment"), "Sandbox")
+        let requests = server.requests
+        XCTAssertEqual(requests.map(\.path), ["/production", "/sandbox"])
+        let sent = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(requests[0].body)) as? [String: Any])
+        XCTAssertEqual(sent["receipt-data"] as? String, "AAAA")
+        XCTAssertEqual(sent["password"] as? String, "secret")
+        XCTAssertEqual(sent["exclude-old-transactions"] as? Bool, true)
+    }
+
+    func testRetryableStatusesAreRetriedThenReportedRetryable() throws {
+        let server = try ScriptedServer(responses: [(200, #"{"status":21005}"#), (503, "busy"), (200, #"{"status":21100,"is-retryable":true}"#)])
+        guard case .retryable(let reason) = client(server).verify(receiptData: "AAAA") else { return XCTFail("expected retryable") }
+        XCTAssertTrue(reason.contains("21100"), reason)
+        XCTAssertEqual(server.requests.count, 3)
+
+        let recovering = try ScriptedServer(responses: [(200, #"{"status":21009}"#), (200, #"{"status":0,"environment":"Production"}"#)])
+        guard case .valid(_, let environment) = client(recovering).verify(receiptData: "AAAA") else { return XCTFail("expected valid") }
+        XCTAssertEqual(environment, .production)
+    }
+
+    func testPermanentStatusesAndUnreachableServer() throws {
+        let server = try ScriptedServer(responses: [(200, #"{"status":21003}"#)])
+        guard case .rejected(let status, _) = client(server).verify(receiptData: "AAAA") else { return XCTFail("expected rejected") }
+        XCTAssertEqual(status, 21003)
+        let production = try ScriptedServer(responses: [(200, #"{"status":21008}"#), (200, #"{"status":21008}"#)])
+        // 21008 on production → production again once, then the status stands.
+        guard case .rejected(let twice, _) = client(production).verify(receiptData: "AAAA") else { return XCTFail("expected rejected") }
+        XCTAssertEqual(twice, 21008)
+        let closed = VerifyReceiptClient(productionURL: URL(string: "http://127.0.0.1:9/verifyReceipt")!, maxAttempts: 2,
+                                         initialBackoff: .milliseconds(1), timeout: 2)
+        guard case .retryable = closed.verify(receiptData: "AAAA") else { return XCTFail("expected retryable") }
+    }
+
+    func testUploadViaVerifyReceiptBecomesEventsWithRenewalInfo() throws {
+        let body = String(decoding: try Fixtures.bytes("verify-receipt/itunes-iap/autorenew_response2.json"), as: UTF8.self)
+        let server = try ScriptedServer(responses: [(200, body)])
+        let upload = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(server))
+        let request = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u9", "receipt_data": "AAAA"]))
+        let events = try upload.decode(body: request, receivedAtMs: 3, rawPosition: nil).get()
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000318012065" })
+        XCTAssertEqual(event.source, .verifyReceipt)
+        XCTAssertEqual(event.appUserId, "u9")
+        XCTAssertEqual(event.environment, "Sandbox")
+        XCTAssertEqual(event.bundleId, "com.example.app")
+        XCTAssertEqual(event.renewalInfo?.autoRenewProductId, "testproduct")
+        XCTAssertEqual(event.renewalInfo?.autoRenewStatus, false)
+        // in_app (13) and latest_receipt_info (18) overlap: 18 distinct transactions.
+        XCTAssertEqual(Set(event.transactions.map(\.transactionId)).count, event.transactions.count)
+        XCTAssertTrue(event.transactions.contains { $0.transactionId == "1000000318420598" && $0.expiresDateMs == 1_500_975_210_000 })
+
+        let failing = try ScriptedServer(responses: [(200, #"{"status":21005}"#), (200, #"{"status":21005}"#), (200, #"{"status":21005}"#)])
+        let retrying = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(failing))
+        guard case .retryable? = retrying.decode(body: request, receivedAtMs: 3, rawPosition: nil).failureValue else {
+            return XCTFail("21005 must be retryable, never dead-lettered")
+        }
+    }
+
+    func testResponseShapesFromTheFixtures() throws {
+        let context = ReceiptUploadDecoder.EventContext(digest: "d", userId: nil, receivedAtMs: 0, rawPosition: nil)
+        func events(_ relative: String) throws -> [AppleEvent] {
+            try VerifyReceiptResponse.events(JSONFields(try Fixtures.jsonObject(relative)), endpoint: .production, context).get()
+        }
+        let aporat = try events("verify-receipt/aporat/inAppPurchaseResponse.json")
+        XCTAssertTrue(aporat.flatMap(\.transactions).contains { $0.transactionId == "1000000156455961" && $0.productId == "myapp.1" })
+        let legacy = try events("verify-receipt/itunes-iap/autorenew_response_legacy.json")
+        XCTAssertEqual(legacy.flatMap(\.transactions).count, 1)
+        XCTAssertEqual(try events("verify-receipt/itunes-iap/response_legacy2.json").first?.subscriptionKey, "1000000012345678")
+        let imdhemy = try events("verify-receipt/imdhemy-appstore-iap/verify_receipt_response.json")
+        // 42 in_app plus one newer latest_receipt_info transaction.
+        XCTAssertEqual(Set(imdhemy.flatMap(\.transactions).map(\.transactionId)).count, 43)
+        XCTAssertEqual(imdhemy.first?.renewalInfo?.expirationIntent, "1")
+        XCTAssertEqual(try events("verify-receipt/itunes-iap/autorenew_response1.json").first?.subscriptionKey, "1000000155715958")
+    }
+
+    func testBackoffIsCappedExponential() {
+        let client = VerifyReceiptClient(initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(500))
+        XCTAssertEqual((1...5).map { client.backoff(attempt: $0) },
+                       [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(500), .milliseconds(500)])
+    }
+}
+
+/// A one-connection-at-a-time HTTP/1.1 server on 127.0.0.1 answering scripted responses in order.
+final class ScriptedServer: Sendable {
+    struct Request: Sendable { let path: String; let body: [UInt8] }
+    let port: UInt16
+    private let socketFD: Int32
+    private let recorded = Mutex<[Request]>([])
+    private let script: Mutex<[(Int, String)]>
+
+    init(responses: [(Int, String)]) throws {
+        script = Mutex(responses)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 8) == 0 else { throw VerifyReceiptTransportError("cannot listen") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        socketFD = fd
+        port = UInt16(bigEndian: address.sin_port)
+        let thread = Thread { [self] in self.serve() }
+        thread.start()
+    }
+
+    deinit { close(socketFD) }
+
+    var requests: [Request] { recorded.withLock { $0 } }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    private func serve() {
+        while true {
+            let client = accept(socketFD, nil, nil)
+            guard client >= 0 else { return }
+            handle(client)
+            close(client)
+        }
+    }
+
+    private func handle(_ client: Int32) {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(client, &buffer, buffer.count)
+            guard count > 0 else { return }
+            data += buffer[0..<count]
+            let text = String(decoding: data, as: UTF8.self)
+            guard let headerEnd = text.range(of: "\r\n\r\n") else { continue }
+            let head = String(text[..<headerEnd.lowerBound])
+            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            let bodyStart = text.utf8.distance(from: text.startIndex, to: headerEnd.upperBound)
+            guard data.count - bodyStart >= length else { continue }
+            let path = head.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
+            recorded.withLock { $0.append(Request(path: path, body: Array(data[bodyStart..<(bodyStart + length)]))) }
+            let (status, body) = script.withLock { $0.isEmpty ? (500, "script exhausted") : $0.removeFirst() }
+            let response = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            _ = Array(response.utf8).withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+            return
+        }
+    }
+}
