@@ -1,1 +1,0 @@
-// Simulator module: the App Store simulator and oracle (issue 5).

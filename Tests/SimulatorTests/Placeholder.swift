@@ -1,2 +1,0 @@
-import XCTest
-final class SimulatorTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }
