@@ -159,8 +159,8 @@ enum ReceiptPayloadParser {
 
 /// RFC 3339 timestamps as receipts write them: `2023-10-19T01:18:54Z`, with optional fraction and
 /// a `Z`, `±HH:MM` or `±HHMM` offset (Xcode receipts carry local offsets).
-enum RFC3339 {
-    static func milliseconds(_ text: String) -> Int64? {
+public enum RFC3339 {
+    public static func milliseconds(_ text: String) -> Int64? {
         let c = Array(text.utf8)
         guard c.count >= 19 else { return nil }
         func number(_ range: Range<Int>) -> Int? {
@@ -223,7 +223,7 @@ enum RFC3339 {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    static func format(ms: Int64) -> String {
+    public static func format(ms: Int64) -> String {
         let date = Date(timeIntervalSince1970: TimeInterval(ms) / 1000)
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = TimeZone(identifier: "UTC")
