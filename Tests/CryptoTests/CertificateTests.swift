@@ -144,6 +144,30 @@ final class CertificateTests: XCTestCase {
                                               message: Array("\(parts[0]).\(parts[1])".utf8)))
     }
 
+    /// The verified-chain cache must answer exactly as OpenSSL does, at the edges of the
+    /// validity window (notBefore <= t < notAfter) and per strict flag.
+    func testCachedVerificationMatchesOpenSSLAtWindowEdges() throws {
+        let chain = [try Fixtures.testLeaf(), try Fixtures.testIntermediate()]
+        let root = try Fixtures.testCA()
+        let cached = try CertificateChainVerifier(trustedRoots: [root])
+        let uncached = try CertificateChainVerifier(trustedRoots: [root], cacheCapacity: 0)
+        XCTAssertTrue(cached.verify(chain: chain, at: Fixtures.chainTestDate, strict: false).isValid)  // warms the cache
+        let all = chain + [root]
+        let lower = try XCTUnwrap(all.map(\.notBefore).max())
+        let upper = try XCTUnwrap(all.map(\.notAfter).min())
+        let edges: [(Date, Bool)] = [(lower.addingTimeInterval(-1), false), (lower, true),
+                                     (upper.addingTimeInterval(-1), true), (upper, false), (Fixtures.chainTestDate, true)]
+        for (date, expected) in edges {
+            XCTAssertEqual(uncached.verify(chain: chain, at: date, strict: false).isValid, expected, "OpenSSL at \(date)")
+            XCTAssertEqual(cached.verify(chain: chain, at: date, strict: false).isValid, expected, "cache at \(date)")
+            XCTAssertEqual(cached.verify(derChain: chain.map(\.der), at: date, strict: false).isValid, expected, "DER at \(date)")
+        }
+        XCTAssertFalse(cached.verify(chain: chain, at: Fixtures.chainTestDate, strict: true).isValid, "strict is part of the key")
+        XCTAssertFalse(cached.verify(chain: [chain[0]], at: Fixtures.chainTestDate, strict: false).isValid, "leaf alone")
+        let garbage = cached.verify(derChain: [Array("abc".utf8), chain[1].der], at: Fixtures.chainTestDate, strict: false)
+        XCTAssertTrue(garbage.failureReason?.hasPrefix("certificate 0 is not valid X.509") == true, garbage.failureReason ?? "")
+    }
+
     func testPEMBundleAndGarbageCertificates() throws {
         let bundle = try Fixtures.text("apple-lib/certs/testLeaf.pem") + "\n" + (try Fixtures.text("apple-lib/certs/testIntermediate.pem"))
         XCTAssertEqual(try X509Certificate.certificates(pem: bundle).map(\.serialHex), ["0C", "0B"])
@@ -167,7 +191,8 @@ final class CertificateTests: XCTestCase {
     }
 
     func testConcurrentVerificationsShareOneVerifier() async throws {
-        let verifier = try CertificateChainVerifier(trustedRoots: [try Fixtures.appleRootG3(), try Fixtures.testCA()])
+        // No cache: every verification goes through OpenSSL concurrently.
+        let verifier = try CertificateChainVerifier(trustedRoots: [try Fixtures.appleRootG3(), try Fixtures.testCA()], cacheCapacity: 0)
         let real = [try Fixtures.certificate("certs/apple-real/ProdECCReceiptSigning-2025-leaf.der"), try Fixtures.appleWWDRG6()]
         let test = [try Fixtures.testLeaf(), try Fixtures.testIntermediate()]
         let date = Fixtures.chainTestDate

@@ -46,7 +46,10 @@ enum Base64Codec {
         var index = 0
         while index + 3 <= input.count {
             let n = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(alphabet[Int(n >> 6 & 63)])
+            out.append(alphabet[Int(n & 63)])
             index += 3
         }
         let rest = input.count - index
@@ -63,12 +66,18 @@ enum Base64Codec {
     }
 
     static func decode(_ text: some StringProtocol, table: [UInt8], skipWhitespace: Bool) -> [UInt8]? {
+        // Work on contiguous UTF-8: iterating a generic StringProtocol's view is several times slower.
+        var string = String(text)
+        return string.withUTF8 { decode($0, table: table, skipWhitespace: skipWhitespace) }
+    }
+
+    static func decode(_ utf8: UnsafeBufferPointer<UInt8>, table: [UInt8], skipWhitespace: Bool) -> [UInt8]? {
         var output: [UInt8] = []
-        output.reserveCapacity(text.utf8.count / 4 * 3)
+        output.reserveCapacity(utf8.count / 4 * 3)
         var accumulator: UInt32 = 0
         var pending = 0
         var padding = 0
-        for char in text.utf8 {
+        for char in utf8 {
             if skipWhitespace, char == 0x20 || char == 0x09 || char == 0x0A || char == 0x0D { continue }
             if char == UInt8(ascii: "=") {
                 padding += 1
@@ -81,7 +90,9 @@ enum Base64Codec {
             accumulator = accumulator << 6 | UInt32(value)
             pending += 1
             if pending == 4 {
-                output += [UInt8(accumulator >> 16 & 0xFF), UInt8(accumulator >> 8 & 0xFF), UInt8(accumulator & 0xFF)]
+                output.append(UInt8(accumulator >> 16 & 0xFF))
+                output.append(UInt8(accumulator >> 8 & 0xFF))
+                output.append(UInt8(accumulator & 0xFF))
                 accumulator = 0
                 pending = 0
             }

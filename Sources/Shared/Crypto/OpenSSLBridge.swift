@@ -39,9 +39,9 @@ enum OpenSSLBridge {
     static func withReadBIO<R>(_ bytes: [UInt8], _ body: (OpaquePointer) -> R?) -> R? {
         guard bytes.count <= Int(Int32.max) else { return nil }
         return bytes.withUnsafeBytes { raw -> R? in
-            // BIO_new_mem_buf needs a non-null pointer even for empty input.
-            let base = raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
-            guard let bio = BIO_new_mem_buf(base, Int32(raw.count)) else { return nil }
+            // BIO_new_mem_buf rejects a null buffer, which an empty array may have: use an empty memory BIO.
+            let made = raw.baseAddress.map { BIO_new_mem_buf($0, Int32(raw.count)) } ?? BIO_new(BIO_s_mem())
+            guard let bio = made else { return nil }
             defer { BIO_free(bio) }
             return body(bio)
         }

@@ -50,8 +50,9 @@ public final class PKCS7SignedData: Sendable {
     }
 
     /// Checks the signature over `content` and the signer's chain to `trustStore`'s roots at
-    /// `date`. Returns the signer certificate when valid. `strict` adds RFC 5280 strict checks.
-    public func verify(trustStore: TrustStore, at date: Date, strict: Bool = false) -> VerificationResult<X509Certificate> {
+    /// `date`. Returns the signer certificate when valid. `strict` adds RFC 5280 strict checks;
+    /// every receipt in the fixtures (Apple G1/G5 chains and the Xcode StoreKit cert) passes them.
+    public func verify(trustStore: TrustStore, at date: Date, strict: Bool = true) -> VerificationResult<X509Certificate> {
         defer { OpenSSLErrorQueue.clear() }
         let store: OpaquePointer
         do {
@@ -71,7 +72,7 @@ public final class PKCS7SignedData: Sendable {
     }
 
     /// Convenience for one-off checks; prefer a shared `TrustStore` on hot paths.
-    public func verify(roots: [X509Certificate], at date: Date, strict: Bool = false) -> VerificationResult<X509Certificate> {
+    public func verify(roots: [X509Certificate], at date: Date, strict: Bool = true) -> VerificationResult<X509Certificate> {
         do {
             return verify(trustStore: try TrustStore(roots: roots), at: date, strict: strict)
         } catch {

@@ -30,11 +30,13 @@ public final class X509Certificate: @unchecked Sendable, Hashable, CustomStringC
               let notAfter = OpenSSLBridge.date(X509_get0_notAfter(x509)) else {
             throw fail("read certificate validity dates")
         }
-        guard let key = X509_get0_pubkey(x509), EVP_PKEY_up_ref(key) == 1 else {
+        // The SPKI straight from the certificate's ASN.1 (no provider encoder round trip).
+        guard let spki = OpenSSLBridge.encodeDER({ i2d_X509_PUBKEY(X509_get_X509_PUBKEY(x509), $0) }),
+              let key = X509_get0_pubkey(x509), EVP_PKEY_up_ref(key) == 1 else {
             throw fail("read certificate public key")
         }
         do {
-            publicKey = try PublicKey(taking: key)
+            publicKey = try PublicKey(taking: key, spkiDER: spki)
         } catch {
             X509_free(x509)
             throw error
