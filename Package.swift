@@ -64,3 +64,10 @@ let package = Package(
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )
+
+// Fuzz targets (scripts/fuzz.sh builds them with -sanitize=fuzzer,address and -DSTORELEDGER_FUZZING;
+// a plain build makes replay tools that run saved inputs through the same entry point).
+package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification"].map { name in
+    .executableTarget(name: name, dependencies: ["AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
+                      swiftSettings: strict)
+}

@@ -21,6 +21,15 @@ public struct AppReceipt: Sendable, Equatable, Codable {
     public var originalPurchaseDateMs: Int64?
     public var inApp: [InAppPurchase]
 
+    /// Decodes a receipt payload (the PKCS#7 content) without any signature check.
+    public static func parse(payload: [UInt8]) -> Result<AppReceipt, ReceiptFailure> {
+        do {
+            return .success(try ReceiptPayloadParser.parse(payload))
+        } catch {
+            return .failure(ReceiptFailure(ReceiptFailure.invalidReceipt, "receipt payload does not decode: \(error.description)"))
+        }
+    }
+
     enum Attribute {
         static let receiptType = 0, appItemId = 1, bundleId = 2, appVersion = 3, opaqueValue = 4, sha1Hash = 5,
                    creationDate = 12, inApp = 17, originalPurchaseDate = 18, originalAppVersion = 19,
