@@ -228,13 +228,13 @@ def bench(args):
     verifier._chain_verifier.enable_strict_checks = False
     deadline = time.perf_counter() + args.seconds
     count = 0
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time, per core, like openssl speed and the Swift side
     while time.perf_counter() < deadline:
         n = verifier.verify_and_decode_notification(token)
         verifier.verify_and_decode_signed_transaction(n.data.signedTransactionInfo)
         verifier.verify_and_decode_renewal_info(n.data.signedRenewalInfo)
         count += 1
-    print(json.dumps({"notifications_per_second": count / (time.perf_counter() - start), "count": count}))
+    print(json.dumps({"notifications_per_second": count / max(time.thread_time() - start, 1e-9), "count": count}))
 
 
 def main():

@@ -180,3 +180,36 @@ final class ReceiptTests: XCTestCase {
         }
     }
 }
+
+/// The cached-chain receipt path must give OpenSSL CMS_verify's verdict on every fixture and on
+/// hostile variants of them (bit flips in every region, truncations).
+final class ReceiptFastPathTests: XCTestCase {
+    func testFastPathAgreesWithOpenSSLOnFixturesAndMutations() throws {
+        let roots = [try Fixtures.appleIncRoot(), try Fixtures.storeKitRoot()]
+        let fast = try AppReceiptVerifier(roots: roots, bundleIds: [], strictChecks: true, fastPath: true, now: { Date() })
+        let openssl = try AppReceiptVerifier(roots: roots, bundleIds: [], strictChecks: true, fastPath: false, now: { Date() })
+        var generator = SystemRandomNumberGenerator()
+        var parsedByFastPath = 0
+        for file in ["receipts/tpinappreceipt/receipt-sandbox-g5", "receipts/tpinappreceipt/receipt-production",
+                     "receipts/namecare-rust/xcode-app-receipt-legacy", "apple-lib/xcode/xcode-app-receipt-with-transaction",
+                     "receipts/tpinappreceipt/receipt-xcode"] {
+            let bytes = try Fixtures.bytes(file)
+            let der = Base64.decode(String(decoding: bytes, as: UTF8.self)) ?? bytes
+            if SignedReceiptMessage.parse(der) != nil { parsedByFastPath += 1 }
+            XCTAssertTrue(fast.verify(der).failureValue == nil, file)
+            var variants: [[UInt8]] = []
+            for _ in 0..<60 {
+                var copy = der
+                copy[Int.random(in: 0..<copy.count, using: &generator)] ^= UInt8(1 << Int.random(in: 0..<8, using: &generator))
+                variants.append(copy)
+            }
+            for cut in stride(from: 1, to: der.count, by: max(1, der.count / 20)) { variants.append(Array(der.prefix(cut))) }
+            for variant in variants {
+                let a = fast.verify(variant).failureValue == nil
+                let b = openssl.verify(variant).failureValue == nil
+                XCTAssertEqual(a, b, "\(file): fast path says \(a), OpenSSL says \(b)")
+            }
+        }
+        XCTAssertGreaterThanOrEqual(parsedByFastPath, 3, "the fast path should handle Apple's DER receipts")
+    }
+}

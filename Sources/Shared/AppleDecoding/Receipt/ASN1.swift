@@ -9,6 +9,8 @@ struct ASN1Element {
     let tagNumber: UInt
     /// The content octets. For an indefinite-length element, the children without the end marker.
     let content: ArraySlice<UInt8>
+    /// Identifier, length and content octets as they appear in the input (what a signature covers).
+    var encoded: ArraySlice<UInt8> = []
 
     static let integer: UInt = 2, octetString: UInt = 4, utf8String: UInt = 12, sequence: UInt = 16,
                set: UInt = 17, ia5String: UInt = 22
@@ -45,6 +47,13 @@ struct ASN1Reader {
     }
 
     mutating func next(depth: Int = 0) throws(ASN1Error) -> ASN1Element {
+        let before = bytes
+        var element = try readElement(depth: depth)
+        element.encoded = before[before.startIndex..<bytes.startIndex]
+        return element
+    }
+
+    private mutating func readElement(depth: Int) throws(ASN1Error) -> ASN1Element {
         guard depth <= Self.maxDepth else { throw ASN1Error("ASN.1 nesting deeper than \(Self.maxDepth)") }
         guard let first = bytes.first else { throw ASN1Error("truncated ASN.1: missing identifier") }
         var index = bytes.startIndex + 1

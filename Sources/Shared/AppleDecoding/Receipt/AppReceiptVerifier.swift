@@ -32,9 +32,18 @@ public struct AppReceiptVerifier: Sendable {
     /// Accepted bundle ids; empty accepts any (the CLI decoding someone's receipt).
     public let bundleIds: Set<String>
     private let now: @Sendable () -> Date
+    private let signerCache = ReceiptSignerCache()
+    /// Off: always verify with OpenSSL's CMS_verify (tests compare both paths).
+    let fastPath: Bool
 
     public init(roots: [X509Certificate], bundleIds: Set<String> = [], strictChecks: Bool = true,
                 now: @escaping @Sendable () -> Date = { Date() }) throws {
+        try self.init(roots: roots, bundleIds: bundleIds, strictChecks: strictChecks, fastPath: true, now: now)
+    }
+
+    init(roots: [X509Certificate], bundleIds: Set<String>, strictChecks: Bool, fastPath: Bool,
+         now: @escaping @Sendable () -> Date) throws {
+        self.fastPath = fastPath
         self.trustStore = roots.isEmpty ? nil : try TrustStore(roots: roots)
         self.bundleIds = bundleIds
         self.strictChecks = strictChecks
@@ -53,6 +62,56 @@ public struct AppReceiptVerifier: Sendable {
     }
 
     public func verify(_ der: [UInt8]) -> Result<VerifiedAppReceipt, ReceiptFailure> {
+        if fastPath, let message = SignedReceiptMessage.parse(der) { return verify(message) }
+        return verifyWithOpenSSL(der)
+    }
+
+    /// The cached-chain path (see `SignedReceiptMessage`): same checks as CMS_verify.
+    func verify(_ message: SignedReceiptMessage) -> Result<VerifiedAppReceipt, ReceiptFailure> {
+        let parsed: AppReceipt
+        switch AppReceipt.parse(payload: message.content) {
+        case .success(let value): parsed = value
+        case .failure(let failure): return .failure(failure)
+        }
+        guard let trustStore else {
+            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (STORELEDGER_RECEIPT_ROOTS)"))
+        }
+        let date = parsed.creationDateMs.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) } ?? now()
+        let key = ReceiptSignerCache.Key(certificates: message.certificates, signerIndex: message.signerIndex, strict: strictChecks)
+        let signer: X509Certificate
+        if let cached = signerCache.lookup(key, at: date) {
+            signer = cached
+        } else {
+            let certificates: [X509Certificate]
+            do {
+                certificates = try message.certificates.map { try X509Certificate(der: $0) }
+            } catch {
+                return .failure(.init(ReceiptFailure.invalidReceipt, "embedded certificate does not parse: \(error)"))
+            }
+            var untrusted = certificates
+            untrusted.remove(at: message.signerIndex)
+            switch trustStore.buildPath(leaf: certificates[message.signerIndex], untrusted: untrusted, at: date, strict: strictChecks) {
+            case .invalid(let reason):
+                return .failure(.init(ReceiptFailure.verificationFailure, "receipt signer does not chain to a configured root at its creation date: \(reason)"))
+            case .valid(let path):
+                signer = path.leaf
+                signerCache.insert(key, signer: signer, validFrom: path.validFrom, validUntil: path.validUntil)
+            }
+        }
+        if let expected = message.messageDigest, message.digest.hash(message.content) != expected {
+            return .failure(.init(ReceiptFailure.verificationFailure, "receipt content does not match its signed digest"))
+        }
+        guard signer.publicKey.verify(signature: message.signature, message: message.signedBytes, digest: message.digest) else {
+            return .failure(.init(ReceiptFailure.verificationFailure, "receipt signature does not verify with its signing certificate"))
+        }
+        if !bundleIds.isEmpty, !bundleIds.contains(parsed.bundleId) {
+            return .failure(.init(ReceiptFailure.wrongBundle, "receipt is for bundle \(parsed.bundleId), not \(bundleIds.sorted().joined(separator: ", "))"))
+        }
+        return .success(VerifiedAppReceipt(receipt: parsed, signer: signer))
+    }
+
+    /// OpenSSL's CMS_verify, for every receipt the fast path does not recognise.
+    func verifyWithOpenSSL(_ der: [UInt8]) -> Result<VerifiedAppReceipt, ReceiptFailure> {
         let message: PKCS7SignedData
         do {
             message = try PKCS7SignedData.parse(der: der)
