@@ -4,6 +4,7 @@ import HTTPServer
 import Postgres
 
 /// The read side of the membership API: projections and ledger lines straight from PostgreSQL.
+/// `active` is the only thing computed at read time (it depends on the clock).
 struct MembershipReads: Sendable {
     let pool: PGPool
 
@@ -17,34 +18,46 @@ struct MembershipReads: Sendable {
         var userId: String?
         var kind: String
         var purchaseId: String?
+        var productId: String?
         var group: String?
         var interval: Interval?
         var amount: Int?
         var before: [Interval]
         var after: [Interval]
+        var balanceAfter: Int?
+        var cutKind: String?
         var reason: String
         var commandId: String
         var cause: Cause
         var createdAt: String
     }
 
-    struct GroupMembership: Encodable {
-        var group: String
+    /// A group's membership plus `active` at the time of the read.
+    struct GroupView: Encodable {
+        var membership: GroupMembership
         var active: Bool
-        var expiresMs: Int64?
-        var intervals: [Interval]
-        var currentProduct: String?
-        var autoRenewStatus: Bool?
-        var pendingProduct: String?
-        var isInBillingRetry: Bool?
+
+        init(_ membership: GroupMembership, now: Int64) {
+            self.membership = membership
+            self.active = membership.isActive(atMs: now)
+        }
+
+        private enum Keys: String, CodingKey { case active }
+        func encode(to encoder: any Encoder) throws {
+            try membership.encode(to: encoder)
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(active, forKey: .active)
+        }
     }
 
     struct SubscriptionView: Encodable {
         var subscriptionKey: String
         var userId: String?
-        var membership: [GroupMembership]
+        var membership: [GroupView]
         var ledger: [LedgerLine]
     }
+
+    private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     func subscription(_ key: String) throws -> HTTPResponse {
         try pool.withConnection { db in
@@ -53,25 +66,41 @@ struct MembershipReads: Sendable {
                 return .error(status: 404, reason: "no subscription \(key) is known")
             }
             let ledger = try ledgerLines(db, "SELECT * FROM ledger WHERE subscription_key = \(key) ORDER BY entry_id")
+            let now = Self.nowMs()
             return .json(SubscriptionView(subscriptionKey: key, userId: state.userId,
-                                          membership: groups(of: [state]), ledger: ledger))
+                                          membership: groupMemberships(of: [state]).map { GroupView($0, now: now) },
+                                          ledger: ledger))
         }
     }
 
+    /// Per group: active, expiry, current product, auto-renew state, pending change, intervals,
+    /// balance; from the `user_membership` projection the membership stage maintains.
     func userMembership(_ user: String) throws -> HTTPResponse {
         try pool.withConnection { db in
-            let states = try loadStates(db, "SELECT state::text AS state FROM subscriptions WHERE user_id = \(user) ORDER BY subscription_key")
-            guard !states.isEmpty else { return .error(status: 404, reason: "no subscription is linked to user \(user)") }
-            struct View: Encodable { var userId: String; var subscriptions: [String]; var groups: [GroupMembership] }
-            return .json(View(userId: user, subscriptions: states.map(\.subscriptionKey), groups: groups(of: states)))
+            let decoder = JSONDecoder()
+            let rows = try db.query("SELECT view::text AS view FROM user_membership WHERE user_id = \(user) ORDER BY group_id")
+            let groups = try rows.map { try decoder.decode(GroupMembership.self, from: Data(try $0.string("view").utf8)) }
+            let subscriptions = try db.query("SELECT subscription_key FROM subscriptions WHERE user_id = \(user) ORDER BY subscription_key")
+                .map { try $0.string("subscription_key") }
+            guard !groups.isEmpty || !subscriptions.isEmpty else {
+                return .error(status: 404, reason: "no subscription is linked to user \(user)")
+            }
+            struct View: Encodable { var userId: String; var subscriptions: [String]; var groups: [GroupView] }
+            let now = Self.nowMs()
+            return .json(View(userId: user, subscriptions: subscriptions, groups: groups.map { GroupView($0, now: now) }))
         }
     }
 
+    /// The user's ledger, newest first: entries written while the user owned a subscription, plus
+    /// those of their subscriptions from before any user was linked (kept, then applied on link).
     func userLedger(_ user: String, limit: Int) throws -> HTTPResponse {
         try pool.withConnection { db in
             let lines = try ledgerLines(db, """
+                SELECT * FROM ledger WHERE user_id = \(user)
+                UNION ALL
                 SELECT l.* FROM ledger l JOIN subscriptions s ON s.subscription_key = l.subscription_key
-                WHERE s.user_id = \(user) ORDER BY l.created_at DESC, l.entry_id DESC LIMIT \(max(1, min(limit, 10_000)))
+                WHERE s.user_id = \(user) AND l.user_id IS NULL
+                ORDER BY entry_id DESC LIMIT \(max(1, min(limit, 10_000)))
                 """)
             struct View: Encodable { var userId: String; var entries: [LedgerLine] }
             return .json(View(userId: user, entries: lines))
@@ -83,28 +112,6 @@ struct MembershipReads: Sendable {
         return try db.query(sql).map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
     }
 
-    /// Membership per group across the given subscriptions: the union of their granted intervals.
-    private func groups(of states: [SubscriptionState], now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) -> [GroupMembership] {
-        var byGroup: [String: [Interval]] = [:]
-        var latest: [String: (PurchaseGrant, SubscriptionState)] = [:]
-        for state in states {
-            for group in state.groups { byGroup[group, default: []] += state.entitlement(group: group) }
-            for grant in state.grants.values where latest[grant.group].map({ $0.0.startMs < grant.startMs }) ?? true {
-                latest[grant.group] = (grant, state)
-            }
-        }
-        return byGroup.keys.sorted().map { group in
-            let intervals = Interval.union(byGroup[group]!)
-            let active = intervals.contains { $0.startMs <= now && ($0.endMs ?? .max) > now }
-            let current = latest[group]
-            let renewal = current?.1.renewal
-            let pending = renewal?.autoRenewProductId.flatMap { $0 != current?.0.productId ? $0 : nil }
-            return GroupMembership(group: group, active: active, expiresMs: intervals.last?.endMs, intervals: intervals,
-                                   currentProduct: current?.0.productId, autoRenewStatus: renewal?.autoRenewStatus,
-                                   pendingProduct: pending, isInBillingRetry: renewal?.isInBillingRetry)
-        }
-    }
-
     private func ledgerLines(_ db: PGConnection, _ sql: SQL) throws -> [LedgerLine] {
         let decoder = JSONDecoder()
         func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T { try decoder.decode(type, from: Data(text.utf8)) }
@@ -114,10 +121,11 @@ struct MembershipReads: Sendable {
             return LedgerLine(
                 entryId: try row.int64("entry_id"), subscriptionKey: try row.string("subscription_key"),
                 userId: try row.decode("user_id"), kind: try row.string("kind"), purchaseId: try row.decode("purchase_id"),
-                group: try row.decode("group_id"), interval: start.map { Interval(startMs: $0, endMs: end) },
-                amount: try row.decode("amount"),
+                productId: try row.decode("product_id"), group: try row.decode("group_id"),
+                interval: start.map { Interval(startMs: $0, endMs: end) }, amount: try row.decode("amount"),
                 before: try decode([Interval].self, try row.string("before_intervals")),
                 after: try decode([Interval].self, try row.string("after_intervals")),
+                balanceAfter: try row.decode("balance_after"), cutKind: try row.decode("cut_kind"),
                 reason: try row.string("reason"), commandId: try row.string("command_id"),
                 cause: try decode(Cause.self, try row.string("cause")), createdAt: try row.string("created_at"))
         }

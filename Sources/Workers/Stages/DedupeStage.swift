@@ -4,8 +4,9 @@ import Kafka
 import Postgres
 import Runtime
 
-/// Dedupe: one purchase, one identity (R1, R2). Known purchases and events live in PostgreSQL and
-/// are written in the batch's transaction; only what is new or changed goes on.
+/// Dedupe: one purchase, one identity (R1, R2). Known purchases, their transaction id aliases and
+/// the inputs already seen live in PostgreSQL and are written in the batch's transaction; only what
+/// is new or changed goes on. Per batch: two reads and at most four set-based writes.
 public struct DedupeStage: StageLogic {
     public let name = "dedupe"
     public let inputTopics = [Topic.decoded]
@@ -28,43 +29,46 @@ public struct DedupeStage: StageLogic {
         }
         guard !events.isEmpty else { return result }
 
-        let keys = Array(Set(events.map(\.1.subscriptionKey)))
+        let keys = Array(Set(events.map(\.1.subscriptionKey))).sorted()
         var known = try loadPurchases(keys: keys, database)
-        var seen = try loadSeen(keys: keys, eventIds: events.map(\.1.eventId), database)
-        var touched: Set<String> = []
-        var newlySeen: [(String, String)] = []
+        var seen = try loadSeen(keys: keys, eventKeys: Array(Set(events.map { seenKey(of: $0.1) })), database)
+        var touched: [String: Set<String>] = [:]
+        var newlySeen: [SeenKey] = []
+        var repeated: [SeenKey: Int] = [:]
         let encoder = JSONEncoder.pipeline
 
         for (record, event) in events {
-            let seenKey = SeenKey(subscriptionKey: event.subscriptionKey, eventId: event.eventId)
-            if seen.contains(seenKey) {
+            let key = SeenKey(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))
+            if seen.contains(key) {
+                // Apple's retry, a second upload of the same bytes, a redelivered batch: counted, not forwarded.
+                repeated[key, default: 0] += 1
                 Metrics.shared.increment("storeledger_dedupe_total", ["outcome": "duplicate_event"])
                 continue
             }
-            seen.insert(seenKey)
-            newlySeen.append((event.subscriptionKey, event.eventId))
+            seen.insert(key)
+            newlySeen.append(key)
             let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [])
             known[event.subscriptionKey] = outcome.updated
-            if !outcome.changes.isEmpty { touched.insert(event.subscriptionKey) }
-            // Notifications and user links still matter without new purchase facts.
+            touched[event.subscriptionKey, default: []].formUnion(outcome.touched)
+            // Notifications, renewal facts and user links still matter without new purchase facts.
             guard !outcome.changes.isEmpty || event.notification != nil || event.renewalInfo != nil
                     || event.appUserId != nil else {
                 Metrics.shared.increment("storeledger_dedupe_total", ["outcome": "nothing_new"])
                 continue
             }
-            var reduced = event
-            reduced.transactions = outcome.changes.map(\.transaction)
-            let unique = UniqueEvent(event: reduced, purchases: outcome.changes, decodedPosition: record.position)
+            // The whole input goes on (classify reads switch markers from the other transactions);
+            // `purchases` says what is new.
+            let unique = UniqueEvent(event: event, purchases: outcome.changes, decodedPosition: record.position)
             result.outputs.append(OutputRecord(topic: Topic.unique, key: event.subscriptionKey,
                                                value: try encoder.encode(unique).bytes))
-            Metrics.shared.increment("storeledger_dedupe_total", ["outcome": "forwarded"])
+            Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded"])
         }
-        try savePurchases(known.filter { touched.contains($0.key) }, database)
-        try saveSeen(newlySeen, database)
+        try savePurchases(known, touched: touched, database)
+        try saveSeen(newlySeen, repeated: repeated, database)
         return result
     }
 
-    private struct SeenKey: Hashable { var subscriptionKey: String; var eventId: String }
+    private struct SeenKey: Hashable { var subscriptionKey: String; var eventKey: String }
 
     private func loadPurchases(keys: [String], _ db: PGConnection) throws -> [String: [KnownPurchase]] {
         var known: [String: [KnownPurchase]] = [:]
@@ -76,20 +80,21 @@ public struct DedupeStage: StageLogic {
         return known
     }
 
-    private func loadSeen(keys: [String], eventIds: [String], _ db: PGConnection) throws -> Set<SeenKey> {
+    private func loadSeen(keys: [String], eventKeys: [String], _ db: PGConnection) throws -> Set<SeenKey> {
         var seen: Set<SeenKey> = []
-        for row in try db.query("SELECT subscription_key, event_key FROM seen_events WHERE subscription_key = ANY(\(keys)) AND event_key = ANY(\(eventIds))") {
-            seen.insert(SeenKey(subscriptionKey: try row.string("subscription_key"), eventId: try row.string("event_key")))
+        for row in try db.query("SELECT subscription_key, event_key FROM seen_events WHERE subscription_key = ANY(\(keys)) AND event_key = ANY(\(eventKeys))") {
+            seen.insert(SeenKey(subscriptionKey: try row.string("subscription_key"), eventKey: try row.string("event_key")))
         }
         return seen
     }
 
-    private func savePurchases(_ purchases: [String: [KnownPurchase]], _ db: PGConnection) throws {
+    /// Writes back only the purchases this batch changed (facts or aliases), and their new aliases.
+    private func savePurchases(_ known: [String: [KnownPurchase]], touched: [String: Set<String>], _ db: PGConnection) throws {
         var keys: [String] = [], ids: [String] = [], states: [String] = []
         var aliasKeys: [String] = [], aliasIds: [String] = [], aliasPurchases: [String] = []
         let encoder = JSONEncoder.pipeline
-        for (key, list) in purchases {
-            for purchase in list {
+        for (key, ids_) in touched.sorted(by: { $0.key < $1.key }) where !ids_.isEmpty {
+            for purchase in known[key] ?? [] where ids_.contains(purchase.purchaseId) {
                 keys.append(key)
                 ids.append(purchase.purchaseId)
                 states.append(String(decoding: try encoder.encode(purchase), as: UTF8.self))
@@ -113,11 +118,19 @@ public struct DedupeStage: StageLogic {
             """)
     }
 
-    private func saveSeen(_ seen: [(String, String)], _ db: PGConnection) throws {
-        guard !seen.isEmpty else { return }
+    private func saveSeen(_ seen: [SeenKey], repeated: [SeenKey: Int], _ db: PGConnection) throws {
+        if !seen.isEmpty {
+            try db.execute("""
+                INSERT INTO seen_events (subscription_key, event_key)
+                SELECT * FROM unnest(\(seen.map(\.subscriptionKey))::text[], \(seen.map(\.eventKey))::text[]) ON CONFLICT DO NOTHING
+                """)
+        }
+        guard !repeated.isEmpty else { return }
+        let entries = repeated.sorted { ($0.key.subscriptionKey, $0.key.eventKey) < ($1.key.subscriptionKey, $1.key.eventKey) }
         try db.execute("""
-            INSERT INTO seen_events (subscription_key, event_key)
-            SELECT * FROM unnest(\(seen.map(\.0))::text[], \(seen.map(\.1))::text[]) ON CONFLICT DO NOTHING
+            UPDATE seen_events s SET deliveries = s.deliveries + t.n, last_seen_at = now()
+            FROM unnest(\(entries.map(\.key.subscriptionKey))::text[], \(entries.map(\.key.eventKey))::text[], \(entries.map(\.value))::integer[]) AS t(k, e, n)
+            WHERE s.subscription_key = t.k AND s.event_key = t.e
             """)
     }
 }

@@ -1,7 +1,8 @@
 import Postgres
 
 /// StoreLedger's PostgreSQL schema, as versioned migrations. Every table carries its partition key
-/// (the subscription) first in its primary key, so state can later be distributed like the topics.
+/// (the subscription, or the user for per-user projections) first in its primary key, so state can
+/// later be distributed like the topics.
 public enum Schema {
     public static let migrations: [Migration] = [
         Migration(version: 1, name: "pipeline core", sql: """
@@ -76,6 +77,53 @@ public enum Schema {
             updated_at       timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (subscription_key, group_id)
         );
+        """),
+        Migration(version: 2, name: "users, per-user membership, finance facts", sql: """
+        -- Apple's retries of one input: counted, so support sees them and tests can wait for them.
+        ALTER TABLE seen_events ADD COLUMN deliveries integer NOT NULL DEFAULT 1,
+                                ADD COLUMN last_seen_at timestamptz NOT NULL DEFAULT now();
+
+        -- One row per app user: membership workers lock it before touching the user's projection,
+        -- so two workers updating two subscriptions of one user serialise (R6).
+        CREATE TABLE users (
+            user_id    text PRIMARY KEY,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+
+        -- Per-user membership per group (R6): the union over the user's subscriptions, with the
+        -- current product, renewal state and consumable balance (GroupMembership JSON in view).
+        CREATE TABLE user_membership (
+            user_id     text NOT NULL,
+            group_id    text NOT NULL,
+            intervals   jsonb NOT NULL,
+            expires_ms  bigint,
+            view        jsonb NOT NULL,
+            updated_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (user_id, group_id)
+        );
+        ALTER TABLE membership ADD COLUMN view jsonb;
+
+        -- R10 finance facts, one row per purchase (identity R1), kept in step with the subscription's
+        -- owner. Offer eligibility (R8, R9) reads it by (user_id, group_id).
+        ALTER TABLE grants ADD COLUMN user_id text,
+                           ADD COLUMN original_transaction_id text,
+                           ADD COLUMN product_kind text,
+                           ADD COLUMN purchase_ms bigint,
+                           ADD COLUMN expires_ms bigint,
+                           ADD COLUMN cancellation_ms bigint,
+                           ADD COLUMN cut_kind text,
+                           ADD COLUMN offer_type integer,
+                           ADD COLUMN offer_identifier text,
+                           ADD COLUMN environment text,
+                           ADD COLUMN granted_start_ms bigint,
+                           ADD COLUMN granted_end_ms bigint,
+                           ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now();
+        CREATE INDEX grants_user_group ON grants (user_id, group_id) WHERE user_id IS NOT NULL;
+
+        -- Ledger details: machine-readable cut kind, product, balance after a credit or debit.
+        ALTER TABLE ledger ADD COLUMN product_id text,
+                           ADD COLUMN cut_kind text,
+                           ADD COLUMN balance_after integer;
         """),
     ]
 }

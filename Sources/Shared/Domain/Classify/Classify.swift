@@ -1,65 +1,289 @@
 /// Classify's pure step: turns what is new about a subscription into membership commands.
-/// Decisions come from the transactions' facts (cancellation date, is_upgraded, product levels),
-/// not from the notification's type name (R3), and every command says why.
+/// Decisions come from the transactions' facts (cancellation date, is_upgraded, switch target,
+/// product levels), not from the notification's type name (R3), and every command says why.
 public func classify(_ unique: UniqueEvent, catalog: Catalog) -> [MembershipCommand] {
-    let event = unique.event
+    var classification = Classification(unique: unique, catalog: catalog)
+    classification.run()
+    return classification.commands
+}
+
+/// V1 and V2 notification types Apple documents (APPLE-REFERENCE.md §1, §2.1); anything else is
+/// kept raw and recorded.
+let knownNotificationTypes: Set<String> = [
+    "INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS",
+    "DID_FAIL_TO_RENEW", "DID_RECOVER", "CANCEL", "REFUND", "REVOKE", "PRICE_INCREASE_CONSENT", "CONSUMPTION_REQUEST",
+    "RENEWAL", "SUBSCRIBED", "OFFER_REDEEMED", "EXPIRED", "GRACE_PERIOD_EXPIRED", "PRICE_INCREASE", "REFUND_DECLINED",
+    "RENEWAL_EXTENDED", "TEST", "RENEWAL_EXTENSION", "REFUND_REVERSED", "EXTERNAL_PURCHASE_TOKEN", "ONE_TIME_CHARGE",
+    "RESCIND_CONSENT", "METADATA_UPDATE", "MIGRATION", "PRICE_CHANGE",
+]
+
+/// Types that bring a purchase: at the same instant, any other statement is newer.
+let purchaseTypes: Set<String> = ["INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_RECOVER", "RENEWAL", "SUBSCRIBED",
+                                  "OFFER_REDEEMED", "ONE_TIME_CHARGE"]
+
+/// Types that inform without changing what a purchase grants: always recorded as evidence.
+let informationalTypes: [String: String] = [
+    "CONSUMPTION_REQUEST": "Apple asks for consumption data about a refund request",
+    "REFUND_DECLINED": "Apple declined the customer's refund request",
+    "PRICE_INCREASE_CONSENT": "Apple asks the customer to consent to a price increase",
+    "PRICE_INCREASE": "price increase notice",
+    "TEST": "test notification",
+    "RENEWAL_EXTENSION": "renewal-date extension request summary",
+    "EXTERNAL_PURCHASE_TOKEN": "external purchase token",
+    "METADATA_UPDATE": "subscription metadata update",
+    "MIGRATION": "subscription migration",
+    "PRICE_CHANGE": "price change",
+    "RESCIND_CONSENT": "consent rescinded",
+    "EXPIRED": "the subscription expired",
+    "GRACE_PERIOD_EXPIRED": "the billing grace period ended without recovery",
+]
+
+struct Classification {
+    let unique: UniqueEvent
+    let catalog: Catalog
     var commands: [MembershipCommand] = []
+
+    var event: AppleEvent { unique.event }
+    var type: String? { event.notification?.type.uppercased() }
+    var subtype: String? { event.notification?.subtype?.uppercased() }
+
+    /// How the input is named in reasons: `CANCEL`, `DID_CHANGE_RENEWAL_PREF/UPGRADE`, `app-receipt`.
+    var via: String {
+        guard let notification = event.notification else { return event.source.rawValue }
+        return notification.type + (notification.subtype.map { "/\($0)" } ?? "")
+    }
+
+    init(unique: UniqueEvent, catalog: Catalog) {
+        self.unique = unique
+        self.catalog = catalog
+    }
+
+    mutating func run() {
+        if let expected = catalog.bundleId,
+           let actual = event.bundleId ?? event.transactions.lazy.compactMap(\.bundleId).first, actual != expected {
+            add("record", .record("foreign-bundle"),
+                "\(via) for bundle \(actual), but this catalog is for \(expected): nothing granted", cause())
+            return
+        }
+        linkUser()
+        for change in unique.purchases { purchase(change) }
+        let renewal = renewalState()
+        if let renewal { add("renewal", .renewal(renewal), "\(via): renewal state", cause()) }
+        gracePeriod(renewal)
+        recordNotification()
+    }
+
+    // MARK: user mapping (R6)
+
+    mutating func linkUser() {
+        let transfer = catalog.accounts.transfer
+        if let user = event.appUserId, !user.isEmpty {
+            add("link", .linkUser(UserLink(userId: user, via: "receipt-upload", transfer: transfer)),
+                "receipt uploaded by app user \(user)", cause())
+            return
+        }
+        guard catalog.accounts.appAccountToken == .userId else { return }
+        // The app's account id travels as appAccountToken (StoreKit 2) / applicationUsername
+        // (StoreKit 1): it survives a storefront change that gives the user a new
+        // original_transaction_id (S10). The latest purchase's token wins.
+        let carriers = (event.transactions + unique.purchases.map(\.transaction))
+            .sorted { ($0.purchaseDateMs, $0.transactionId) > ($1.purchaseDateMs, $1.transactionId) }
+        let token = carriers.lazy.compactMap(\.appAccountToken).first { !$0.isEmpty }
+            ?? event.renewalInfo?.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
+        guard let token else { return }
+        let user = token.lowercased()
+        add("link", .linkUser(UserLink(userId: user, via: "app-account-token", transfer: transfer)),
+            "\(via) carries appAccountToken \(user)", cause())
+    }
+
+    // MARK: purchases
+
+    mutating func purchase(_ change: PurchaseChange) {
+        let t = change.transaction
+        let product = catalog.product(t.productId)
+        var kind = product?.kind ?? inferredKind(t)
+        let start = PurchaseIdentity.second(ofMs: t.purchaseDateMs) * 1000
+        var end: Int64?
+        var notes: [String] = []
+        if product == nil { notes.append("\(t.productId) is not in the catalog, kind \(kind.rawValue) inferred from Apple's facts") }
+        switch kind {
+        case .autoRenewable:
+            end = t.expiresDateMs ?? product?.durationDays.map { start + Int64($0) * 86_400_000 }
+        case .nonRenewing:
+            // Apple sends no expiry for non-renewing subscriptions: the catalog's duration decides (R13).
+            end = product?.durationDays.map { start + Int64($0) * 86_400_000 } ?? t.expiresDateMs
+            if end == nil {
+                kind = .unknown
+                notes.append("non-renewing product without a catalog duration")
+            }
+        case .nonConsumable, .consumable, .unknown:
+            end = nil
+        }
+        let cancellation = self.cancellation(of: t)
+        let grant = PurchaseGrant(
+            purchaseId: change.purchaseId, transactionId: firstTransactionId(change),
+            originalTransactionId: t.originalTransactionId, productId: t.productId, productKind: kind,
+            group: product?.entitlementGroup ?? t.subscriptionGroupIdentifier ?? t.productId,
+            startMs: start, endMs: end, cut: cancellation?.cut,
+            credit: kind == .consumable ? (product?.credits ?? 1) * max(1, t.quantity) : nil,
+            finance: finance(t), level: product?.level, durationDays: product?.durationDays,
+            inCatalog: product != nil, environment: event.environment)
+        var reason = "\(via): \(t.productId) purchase \(grant.transactionId)"
+        switch kind {
+        case .consumable: reason += " credits \(grant.credit ?? 0) unit\(grant.credit == 1 ? "" : "s") of \(grant.group)"
+        case .unknown: reason += " (\(change.kind == .new ? "new" : "updated"))"
+        default:
+            reason += " \(change.kind == .new ? "grants" : "now grants") \(Interval(startMs: start, endMs: end).description)"
+        }
+        if let cancellation { reason += "; cancelled at \(TimeText.iso(cancellation.cut.atMs)): \(cancellation.explanation)" }
+        if grant.finance.isTrial { notes.append("free trial") }
+        if grant.finance.isIntro { notes.append("introductory offer") }
+        if let offer = grant.finance.promotionalOfferId { notes.append("promotional offer \(offer)") }
+        if let code = grant.finance.offerCodeRefName { notes.append("offer code \(code)") }
+        if !notes.isEmpty { reason += " [\(notes.joined(separator: "; "))]" }
+        add("p:\(change.purchaseId)", .purchase(grant), reason, cause(t, purchaseId: change.purchaseId))
+    }
+
+    /// R3 and its V2 counterparts: why a purchase carries a cancellation date, decided from the
+    /// facts. A switch shows as `is_upgraded`, as a purchase of another product of the
+    /// subscription starting at the cancellation instant, or as a different `auto_renew_product_id`
+    /// with no `cancellation_reason`; `auto_renew_status` then separates (a) switch from (b) turn off
+    /// and switch. Without switch markers it is (c) a refund by Apple support.
+    func cancellation(of t: TransactionFacts) -> (cut: Cut, explanation: String)? {
+        guard let at = t.cancellationDateMs else { return nil }
+        let appleReason = t.cancellationReason
+        let why = appleReason.map { $0 == "1" ? "cancellation_reason 1 (an issue in the app)" : "cancellation_reason \($0) (another reason)" }
+        if t.revocationType == "FAMILY_REVOKE" || type == "REVOKE" {
+            return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
+        }
+        let replacement = event.transactions
+            .filter { $0.productId != t.productId && abs($0.purchaseDateMs - at) <= 60_000 }
+            .min { abs($0.purchaseDateMs - at) < abs($1.purchaseDateMs - at) }
+        let renewsAs = event.renewalInfo?.autoRenewProductId ?? event.notification?.autoRenewProductId
+        let nextProduct = renewsAs.flatMap { $0 != t.productId ? $0 : nil }
+        var markers: [String] = []
+        if t.isUpgraded == true { markers.append("is_upgraded") }
+        if let replacement { markers.append("\(replacement.productId) bought at \(TimeText.iso(replacement.purchaseDateMs))") }
+        if let nextProduct, appleReason == nil { markers.append("auto_renew_product_id \(nextProduct)") }
+        let refundType = type == "REFUND" && t.isUpgraded != true
+        guard !markers.isEmpty, !refundType else {
+            let kind = t.revocationType == "REFUND_PRORATED" ? "prorated refund" : "refund"
+            return (Cut(atMs: at, kind: .refund, appleReason: appleReason),
+                    "\(kind) by Apple support\(why.map { ", \($0)" } ?? "") (R3 c)")
+        }
+        let target = replacement?.productId ?? nextProduct
+        let autoRenew = event.notification?.autoRenewStatus ?? event.renewalInfo?.autoRenewStatus
+        let markerText = markers.joined(separator: ", ")
+        if autoRenew == false {
+            return (Cut(atMs: at, kind: .cancelAndSwitch, appleReason: appleReason),
+                    "switched\(target.map { " to \($0)" } ?? "") and turned auto-renew off (auto_renew_status false; \(markerText); R3 b)")
+        }
+        let relation = target.map { catalog.relation(from: t.productId, to: $0) } ?? .unknown
+        return (Cut(atMs: at, kind: relation.cutKind, appleReason: appleReason),
+                "\(relation.rawValue)\(target.map { " to \($0)" } ?? "") (auto_renew_status \(autoRenew.map(String.init) ?? "unknown"); \(markerText); R3 a, R5)")
+    }
+
+    func finance(_ t: TransactionFacts) -> FinanceFlags {
+        // V2 says it through offerType (1 intro, 2 promotional, 3 offer code) and offerDiscountType.
+        let trial = t.isTrialPeriod ?? (t.offerType == 1 && t.offerDiscountType == "FREE_TRIAL")
+        let intro = t.isInIntroOfferPeriod ?? (t.offerType == 1 && t.offerDiscountType != "FREE_TRIAL")
+        return FinanceFlags(isTrial: trial, isIntro: intro,
+                            promotionalOfferId: t.promotionalOfferId ?? (t.offerType == 2 ? t.offerIdentifier : nil),
+                            offerCodeRefName: t.offerCodeRefName ?? (t.offerType == 3 ? t.offerIdentifier : nil),
+                            offerType: t.offerType, offerIdentifier: t.offerIdentifier)
+    }
+
+    // MARK: renewal state, grace period
+
+    func renewalState() -> RenewalState? {
+        let info = event.renewalInfo
+        let note = event.notification
+        // Without pending_renewal_info a V1 body still says what happened through its type.
+        let retryByType: Bool? = switch type {
+        case "DID_FAIL_TO_RENEW": true
+        case "DID_RECOVER", "DID_RENEW", "RENEWAL": false
+        default: nil
+        }
+        let autoRenew = note?.autoRenewStatus ?? info?.autoRenewStatus
+        let nextProduct = info?.autoRenewProductId ?? note?.autoRenewProductId
+        guard info != nil || autoRenew != nil || nextProduct != nil || retryByType != nil else { return nil }
+        let latest = event.transactions.max { ($0.purchaseDateMs, $0.transactionId) < ($1.purchaseDateMs, $1.transactionId) }
+        let product = info?.productId ?? latest?.productId
+        let pending = product.flatMap { current in nextProduct.flatMap { $0 != current ? catalog.relation(from: current, to: $0).rawValue : nil } }
+        return RenewalState(autoRenewStatus: autoRenew, productId: product, autoRenewProductId: nextProduct,
+                            isInBillingRetry: info?.isInBillingRetryPeriod ?? retryByType,
+                            gracePeriodExpiresMs: info?.gracePeriodExpiresDateMs, asOfMs: asOf,
+                            pendingChange: pending, expirationIntent: info?.expirationIntent,
+                            priceIncreaseStatus: info?.priceIncreaseStatus,
+                            asOfRank: asOfRank, sourceEventId: event.eventId)
+    }
+
+    /// When Apple stated this input's facts, from the input itself (never our clock), so that replays
+    /// and reorderings order renewal news the same way (S15): V2's signed date; else the latest date
+    /// the input carries (purchase, cancellation, auto-renew status change) — for a failed renewal,
+    /// the expiry that failed to renew.
+    /// Ties of `asOf`: a change stated at a purchase's instant came after the purchase; a renewal or
+    /// recovery at the instant a renewal failed came after the failure (grace period recovery keeps
+    /// the original renewal date).
+    var asOfRank: Int {
+        switch type {
+        case nil: return 0
+        case "DID_RENEW", "DID_RECOVER", "RENEWAL": return 2
+        case let type? where purchaseTypes.contains(type): return 0
+        default: return 1
+        }
+    }
+
+    var asOf: Int64 {
+        var dates = [event.notification?.signedDateMs, event.notification?.autoRenewStatusChangeDateMs]
+            + event.transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }
+        if type == "DID_FAIL_TO_RENEW" { dates += event.transactions.map(\.expiresDateMs) }
+        return dates.compactMap { $0 }.max() ?? event.receivedAtMs
+    }
+
+    mutating func gracePeriod(_ renewal: RenewalState?) {
+        guard let renewal, let until = renewal.gracePeriodExpiresMs,
+              renewal.isInBillingRetry == true || type == "DID_FAIL_TO_RENEW" else { return }
+        // Apple keeps serving through the grace period (DID_FAIL_TO_RENEW / GRACE_PERIOD).
+        let product = renewal.productId
+        let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max()
+        let group = product.flatMap { catalog.product($0)?.entitlementGroup }
+        add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)),
+            "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
+    }
+
+    // MARK: evidence
+
+    mutating func recordNotification() {
+        guard let type else { return }
+        if let what = informationalTypes[type] {
+            add("record", .record(type), "\(via): \(what)", cause())
+        } else if !knownNotificationTypes.contains(type) {
+            add("record", .record(type), "\(via): notification type unknown to this version, kept raw and recorded", cause())
+        } else if !commands.contains(where: { if case .linkUser = $0.action { return false } else { return true } }) {
+            add("record", .record(type), "\(via): nothing new about any purchase", cause())
+        }
+    }
+
+    // MARK: building commands
+
     func cause(_ transaction: TransactionFacts? = nil, purchaseId: String? = nil) -> Cause {
         Cause(source: event.source, eventId: event.eventId, notificationType: event.notification?.type,
               notificationSubtype: event.notification?.subtype, notificationUUID: event.notification?.uuid,
               transactionId: transaction?.transactionId, purchaseId: purchaseId, rawPosition: event.rawPosition,
               decodedPosition: unique.decodedPosition)
     }
-    func add(_ suffix: String, _ action: MembershipCommand.Action, _ reason: String, _ cause: Cause) {
+
+    mutating func add(_ suffix: String, _ action: MembershipCommand.Action, _ reason: String, _ cause: Cause) {
         commands.append(MembershipCommand(commandId: "\(event.eventId)#\(suffix)", subscriptionKey: event.subscriptionKey,
                                           action: action, reason: reason, cause: cause))
     }
-
-    if let userId = event.appUserId {
-        add("link", .linkUser(UserLink(userId: userId, via: "receipt-upload")),
-            "receipt uploaded by app user \(userId)", cause())
-    }
-    for change in unique.purchases {
-        let grant = purchaseGrant(change, catalog: catalog)
-        add("p:\(change.purchaseId)", .purchase(grant), describe(grant, change: change, event: event),
-            cause(change.transaction, purchaseId: change.purchaseId))
-    }
-    if let renewal = event.renewalInfo {
-        let state = RenewalState(autoRenewStatus: renewal.autoRenewStatus ?? event.notification?.autoRenewStatus,
-                                 productId: renewal.productId, autoRenewProductId: renewal.autoRenewProductId,
-                                 isInBillingRetry: renewal.isInBillingRetryPeriod,
-                                 gracePeriodExpiresMs: renewal.gracePeriodExpiresDateMs,
-                                 asOfMs: event.notification?.signedDateMs ?? event.receivedAtMs)
-        add("renewal", .renewal(state), "renewal state from \(event.source.rawValue)", cause())
-    }
-    if commands.isEmpty, let notification = event.notification {
-        add("record", .record(notification.type), "notification \(notification.type) changes no purchase", cause())
-    }
-    return commands
 }
 
-func purchaseGrant(_ change: PurchaseChange, catalog: Catalog) -> PurchaseGrant {
-    let t = change.transaction
-    let product = catalog.product(t.productId)
-    let kind = product?.kind ?? inferredKind(t)
-    var cut: Cut?
-    if let at = t.cancellationDateMs {
-        let cutKind: Cut.Kind = t.isUpgraded == true ? .upgrade
-            : (t.revocationType == "FAMILY_REVOKE" ? .revoke : .refund)
-        cut = Cut(atMs: at, kind: cutKind, appleReason: t.cancellationReason)
-    }
-    var end = t.expiresDateMs
-    if kind == .nonRenewing, end == nil, let days = product?.durationDays {
-        end = t.purchaseDateMs + Int64(days) * 86_400_000
-    }
-    return PurchaseGrant(purchaseId: change.purchaseId, transactionId: t.transactionId,
-                         originalTransactionId: t.originalTransactionId, productId: t.productId, productKind: kind,
-                         group: product?.group ?? t.subscriptionGroupIdentifier ?? t.productId,
-                         startMs: t.purchaseDateMs, endMs: kind == .nonConsumable ? nil : end, cut: cut,
-                         credit: kind == .consumable ? (product?.credits ?? t.quantity) : nil,
-                         finance: FinanceFlags(isTrial: t.isTrialPeriod ?? false, isIntro: t.isInIntroOfferPeriod ?? false,
-                                               promotionalOfferId: t.promotionalOfferId,
-                                               offerCodeRefName: t.offerCodeRefName))
+/// The purchase's original transaction id among its aliases: the smallest (Apple numbers restores
+/// after the original), so the choice does not depend on which copy arrived first.
+func firstTransactionId(_ change: PurchaseChange) -> String {
+    (change.aliases + [change.transaction.transactionId]).min { ($0.count, $0) < ($1.count, $1) } ?? change.transaction.transactionId
 }
 
 /// Without a catalog entry, Apple's own `type` (V2) decides, else an expiry means a subscription.
@@ -71,12 +295,4 @@ func inferredKind(_ t: TransactionFacts) -> ProductKind {
     case "Consumable": return .consumable
     default: return t.expiresDateMs != nil ? .autoRenewable : .unknown
     }
-}
-
-func describe(_ grant: PurchaseGrant, change: PurchaseChange, event: AppleEvent) -> String {
-    let via = event.notification.map { "\($0.type)\($0.subtype.map { "/\($0)" } ?? "")" } ?? event.source.rawValue
-    if let cut = grant.cut {
-        return "\(grant.productId) purchase \(grant.transactionId) \(cut.kind.rawValue) at \(cut.atMs) (via \(via))"
-    }
-    return "\(grant.productId) purchase \(grant.transactionId) \(change.kind == .new ? "granted" : "updated") (via \(via))"
 }

@@ -1,103 +1,377 @@
-/// Membership's memory of one subscription: what each purchase should grant (Apple's latest facts)
-/// and what it has been granted so far (the sum of its ledger entries).
-public struct SubscriptionState: Codable, Sendable, Equatable {
-    public var subscriptionKey: String
-    public var userId: String?
-    public var grants: [String: PurchaseGrant] = [:]
-    public var granted: [String: Interval] = [:]
-    public var credited: [String: Int] = [:]
-    public var recordedCommands: Set<String> = []
-    public var renewal: RenewalState?
+/// The slice of membership one batch works on: the subscriptions its commands address plus every
+/// other subscription of the users involved, so that entitlements, and the before/after of each
+/// ledger entry, are per user and group (R6: one user may hold several subscriptions, e.g. after a
+/// storefront change gave them a new original_transaction_id).
+public struct MembershipBook: Sendable, Equatable {
+    public var subscriptions: [String: SubscriptionState]
 
-    public init(subscriptionKey: String, userId: String? = nil) {
-        self.subscriptionKey = subscriptionKey
-        self.userId = userId
+    public init(_ states: [SubscriptionState] = []) {
+        subscriptions = Dictionary(states.map { ($0.subscriptionKey, $0) }, uniquingKeysWith: { _, last in last })
     }
 
-    /// The entitlement of one group: the union of its purchases' granted intervals.
-    public func entitlement(group: String) -> [Interval] {
-        Interval.union(granted.compactMap { id, interval in grants[id]?.group == group ? interval : nil })
+    public func states(ofUser user: String) -> [SubscriptionState] {
+        subscriptions.values.filter { $0.userId == user }.sorted { $0.subscriptionKey < $1.subscriptionKey }
     }
 
-    public var groups: [String] { Array(Set(grants.values.map(\.group))).sorted() }
+    public func userEntitlement(_ user: String, group: String) -> [Interval] {
+        Interval.union(subscriptions.values.filter { $0.userId == user }.flatMap { $0.entitlement(group: group) })
+    }
+
+    /// The entitlement of `owner` (a user), or of the subscription alone while it has no user.
+    public func entitlement(owner: String?, subscription key: String, group: String) -> [Interval] {
+        if let owner { return userEntitlement(owner, group: group) }
+        return subscriptions[key]?.entitlement(group: group) ?? []
+    }
+
+    public func balance(owner: String?, subscription key: String, group: String) -> Int {
+        if let owner {
+            return subscriptions.values.filter { $0.userId == owner }.reduce(0) { $0 + $1.balance(group: group) }
+        }
+        return subscriptions[key]?.balance(group: group) ?? 0
+    }
 }
 
-/// Applies one command and returns the ledger entries it causes. Replaying the same command (or an
-/// older one whose facts are already reflected) returns no entries: grants are reconciled to the
-/// target, never added blindly (R2, replay corrects).
+/// Applies one command to one subscription (no other subscriptions of its user known).
 public func apply(_ command: MembershipCommand, to state: inout SubscriptionState) -> [LedgerEntry] {
-    func entry(_ kind: LedgerEntry.Kind, purchase: String?, group: String?, interval: Interval?, amount: Int? = nil,
-               before: [Interval], reason: String) -> LedgerEntry {
-        LedgerEntry(kind: kind, subscriptionKey: state.subscriptionKey, purchaseId: purchase, group: group,
-                    interval: interval, amount: amount, before: before,
-                    after: group.map { state.entitlement(group: $0) } ?? before, reason: reason,
-                    commandId: command.commandId, cause: command.cause)
-    }
-    func recordOnce(_ reason: String, purchase: String? = nil, group: String? = nil) -> [LedgerEntry] {
-        guard state.recordedCommands.insert(command.commandId).inserted else { return [] }
-        let current = group.map { state.entitlement(group: $0) } ?? []
-        return [entry(.record, purchase: purchase, group: group, interval: nil, before: current, reason: reason)]
-    }
+    var book = MembershipBook([state])
+    let entries = book.apply(command)
+    state = book.subscriptions[state.subscriptionKey] ?? state
+    return entries
+}
 
-    switch command.action {
-    case .linkUser(let link):
-        guard state.userId != link.userId else { return [] }
-        let previous = state.userId
-        state.userId = link.userId
-        let reason = previous.map { "subscription moved from user \($0) to \(link.userId) (\(link.via))" }
-            ?? "subscription linked to user \(link.userId) (\(link.via))"
-        return [entry(.link, purchase: nil, group: nil, interval: nil, before: [], reason: reason)]
+/// Two auto-renewable periods of one subscription overlapping by less than this are a renewal
+/// boundary (Apple's renewal instant vs our purchase second), not a switch.
+let supersedeTolerance: Int64 = 5_000
 
-    case .renewal(let renewal):
-        if let current = state.renewal, current.asOfMs > renewal.asOfMs { return [] }   // older news (S15)
-        state.renewal = renewal
-        return []
-
-    case .record(let text):
-        return recordOnce("\(command.reason): \(text)")
-
-    case .purchase(let grant):
-        state.grants[grant.purchaseId] = grant
-        if grant.productKind == .consumable {
-            // Credited exactly once per transaction; a refund debits it (the balance may go negative, R13).
-            let target = grant.cut == nil ? (grant.credit ?? 1) : 0
-            let current = state.credited[grant.purchaseId] ?? 0
-            guard target != current else { return [] }
-            state.credited[grant.purchaseId] = target
-            return [entry(target > current ? .credit : .debit, purchase: grant.purchaseId, group: grant.group,
-                          interval: nil, amount: abs(target - current), before: [], reason: command.reason)]
+extension MembershipBook {
+    /// Applies one command and returns the ledger entries it causes. Every purchase is reconciled to
+    /// what Apple's facts say it should grant, never added blindly: replaying the same command (or an
+    /// older one whose facts are already reflected) returns no entries, and a corrected command
+    /// returns only the difference (R2, replay corrects).
+    public mutating func apply(_ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        if subscriptions[key] == nil { subscriptions[key] = SubscriptionState(subscriptionKey: key) }
+        switch command.action {
+        case .linkUser(let link):
+            return applyLink(link, command)
+        case .renewal(let renewal):
+            return applyRenewal(renewal, command)
+        case .record:
+            return recordOnce(command.commandId, command, reason: command.reason)
+        case .purchase(let grant):
+            return applyPurchase(grant, command)
+        case .gracePeriod(let grace):
+            return applyGrace(grace, command)
         }
-        let target = entitledInterval(of: grant)
+    }
+
+    // MARK: purchases
+
+    private mutating func applyPurchase(_ grant: PurchaseGrant, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
         var entries: [LedgerEntry] = []
-        for delta in GrantDelta.between(granted: state.granted[grant.purchaseId], target: target) {
-            let groupBefore = state.entitlement(group: grant.group)
-            switch delta {
-            case .add(let interval):
-                let kind: LedgerEntry.Kind = state.granted[grant.purchaseId] == nil ? .grant : .extend
-                state.granted[grant.purchaseId] = merged(state.granted[grant.purchaseId], adding: interval)
-                entries.append(entry(kind, purchase: grant.purchaseId, group: grant.group, interval: interval,
-                                     before: groupBefore, reason: command.reason))
-            case .remove(let interval):
-                state.granted[grant.purchaseId] = remaining(state.granted[grant.purchaseId], removing: interval)
-                entries.append(entry(.cut, purchase: grant.purchaseId, group: grant.group, interval: interval,
-                                     before: groupBefore, reason: command.reason))
-            }
+        // A corrected catalog moved the product to another group: take the grant out of the old one.
+        if let previous = subscriptions[key]!.grants[grant.purchaseId], previous.group != grant.group,
+           let granted = subscriptions[key]!.granted[grant.purchaseId] {
+            let owner = subscriptions[key]!.userId
+            let before = entitlement(owner: owner, subscription: key, group: previous.group)
+            subscriptions[key]!.granted[grant.purchaseId] = nil
+            entries.append(entry(.cut, command, owner: owner, purchase: grant.purchaseId, product: grant.productId,
+                                 group: previous.group, interval: granted, before: before,
+                                 reason: "\(command.reason); \(grant.productId) now belongs to group \(grant.group), not \(previous.group)"))
         }
-        if entries.isEmpty, let cut = grant.cut, let end = grant.endMs, cut.atMs >= end {
-            return recordOnce("\(command.reason); the period had already ended, nothing deducted (R11)",
-                              purchase: grant.purchaseId, group: grant.group)
+        subscriptions[key]!.grants[grant.purchaseId] = grant
+        switch grant.productKind {
+        case .consumable:
+            entries += reconcileCredit(grant, command)
+        case .unknown:
+            entries += recordOnce("unknown:\(grant.purchaseId)", command, group: nil, purchase: grant.purchaseId,
+                                  product: grant.productId,
+                                  reason: "\(command.reason); the product type is unknown (not in the catalog, Apple did not say): nothing granted")
+        case .autoRenewable, .nonRenewing, .nonConsumable:
+            entries += reconcile(group: grant.group, subscription: key, command, leading: grant.purchaseId)
+        }
+        if let cut = grant.cut, !entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+            // Nothing to change, but Apple's cancellation is evidence support must be able to show (R4, R11).
+            let afterEnd = grant.endMs.map { cut.atMs >= $0 } ?? false
+            let text = afterEnd
+                ? "the cancellation at \(TimeText.iso(cut.atMs)) is after the period ended at \(TimeText.iso(grant.endMs!)): nothing deducted (R11)"
+                : "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
+            entries += recordOnce("cut:\(grant.purchaseId):\(cut.atMs)", command, group: grant.group, purchase: grant.purchaseId,
+                                  product: grant.productId, cutKind: cut.kind, reason: "\(command.reason); \(text)")
         }
         return entries
     }
+
+    /// Consumables are credited exactly once per transaction; a refund debits the credit, even when
+    /// the balance goes negative (R13).
+    private mutating func reconcileCredit(_ grant: PurchaseGrant, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let target = grant.cut == nil ? (grant.credit ?? 1) : 0
+        let current = subscriptions[key]!.credited[grant.purchaseId] ?? 0
+        subscriptions[key]!.credited[grant.purchaseId] = target
+        guard target != current else { return [] }
+        let owner = subscriptions[key]!.userId
+        return [entry(target > current ? .credit : .debit, command, owner: owner, purchase: grant.purchaseId,
+                      product: grant.productId, group: grant.group, amount: abs(target - current), before: [],
+                      cutKind: target < current ? grant.cut?.kind : nil, reason: command.reason)]
+    }
+
+    /// Brings every purchase (and grace period) of one group in one subscription to its target
+    /// interval, the commanded one first, and returns one entry per change.
+    private mutating func reconcile(group: String, subscription key: String, _ command: MembershipCommand,
+                                    leading: String?) -> [LedgerEntry] {
+        let state = subscriptions[key]!
+        var ids = state.grants.values.filter { $0.group == group && $0.productKind.grantsTime }.map(\.purchaseId)
+            + state.graces.filter { $0.value.group == group }.map(\.key)
+        ids.sort()
+        if let leading, let index = ids.firstIndex(of: leading) {
+            ids.remove(at: index)
+            ids.insert(leading, at: 0)
+        }
+        var entries: [LedgerEntry] = []
+        for id in ids {
+            let target = Target(of: id, in: subscriptions[key]!)
+            for delta in GrantDelta.between(granted: subscriptions[key]!.granted[id], target: target.interval) {
+                let owner = subscriptions[key]!.userId
+                let before = entitlement(owner: owner, subscription: key, group: group)
+                let granted = subscriptions[key]!.granted[id]
+                let product = subscriptions[key]!.grants[id]?.productId ?? subscriptions[key]!.graces[id]?.productId
+                switch delta {
+                case .add(let interval):
+                    subscriptions[key]!.granted[id] = granted.map { Interval.union([$0, interval]).first ?? interval } ?? interval
+                    entries.append(entry(granted == nil ? .grant : .extend, command, owner: owner, purchase: id, product: product,
+                                         group: group, interval: interval, before: before,
+                                         reason: reason(for: id, leading: leading, target: target, command)))
+                case .remove(let interval):
+                    subscriptions[key]!.granted[id] = granted.flatMap { g in
+                        interval.startMs <= g.startMs ? nil : Interval(startMs: g.startMs, endMs: interval.startMs)
+                    }
+                    entries.append(entry(.cut, command, owner: owner, purchase: id, product: product, group: group,
+                                         interval: interval, before: before, cutKind: target.cutKind,
+                                         reason: reason(for: id, leading: leading, target: target, command)))
+                }
+            }
+        }
+        return entries
+    }
+
+    private func reason(for id: String, leading: String?, target: Target, _ command: MembershipCommand) -> String {
+        let state = subscriptions[command.subscriptionKey]!
+        guard case .superseded(let successor, let kind) = target.endedBy else {
+            if id == leading { return command.reason }
+            return "\(command.reason); \(describe(id, in: state)) reconciled to \(target.interval?.description ?? "nothing")"
+        }
+        let switchText = "\(describe(id, in: state)) superseded by \(successor.productId) purchase \(successor.transactionId) at \(TimeText.iso(successor.startMs)) (\(kind.rawValue), R5)"
+        return id == leading ? "\(command.reason); \(switchText)" : switchText
+    }
+
+    private func describe(_ id: String, in state: SubscriptionState) -> String {
+        if let grant = state.grants[id] { return "\(grant.productId) purchase \(grant.transactionId)" }
+        return "grace period \(id)"
+    }
+
+    // MARK: grace periods
+
+    private mutating func applyGrace(_ grace: GracePeriodGrant, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let state = subscriptions[key]!
+        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable }
+        let group = grace.group ?? grace.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
+            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
+        let from = grace.fromMs ?? renewables.filter { $0.group == group }.compactMap(\.endMs).max()
+        guard let group, let from, grace.untilMs > from else {
+            return recordOnce(command.commandId, command, group: group, purchase: nil, product: grace.productId,
+                              reason: "\(command.reason); no period to extend, nothing granted")
+        }
+        let id = "grace|\(from)"
+        subscriptions[key]!.graces[id] = SubscriptionState.GraceRecord(group: group, productId: grace.productId,
+                                                                      startMs: from, endMs: grace.untilMs)
+        return reconcile(group: group, subscription: key, command, leading: id)
+    }
+
+    // MARK: renewal state
+
+    private mutating func applyRenewal(_ renewal: RenewalState, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        if let current = subscriptions[key]!.renewal, current.isNewer(than: renewal) {
+            return []   // older news (S15)
+        }
+        let previous = subscriptions[key]!.renewal
+        subscriptions[key]!.renewal = renewal
+        // The first statement is not a change; later ones are evidence when their facts differ.
+        guard let previous, !renewal.sameFacts(as: previous) else { return [] }
+        let state = subscriptions[key]!
+        let group = [renewal.productId, renewal.autoRenewProductId].compactMap { $0 }.lazy
+            .compactMap { product in state.grants.values.first { $0.productId == product }?.group }.first
+        let owner = state.userId
+        let current = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? []
+        return [entry(.renewal, command, owner: owner, purchase: nil, product: renewal.productId, group: group,
+                      before: current, reason: "\(command.reason) (\(describeChange(from: previous, to: renewal)))")]
+    }
+
+    // MARK: users (R6)
+
+    private mutating func applyLink(_ link: UserLink, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let current = subscriptions[key]!.userId
+        guard current != link.userId else { return [] }
+        var entries: [LedgerEntry] = []
+        if let current {
+            guard link.transfer == .move else {
+                return recordOnce("claim:\(link.userId)", command, group: nil, purchase: nil, product: nil,
+                                  reason: "\(command.reason); user \(link.userId) claimed this subscription of user \(current): refused (transfer policy keep-first)")
+            }
+            entries += changeOwner(of: key, from: current, to: nil, command,
+                                   reason: "\(command.reason); moved from user \(current) to user \(link.userId) (transfer policy move)")
+        }
+        entries += changeOwner(of: key, from: nil, to: link.userId, command,
+                               reason: current == nil
+                                   ? "\(command.reason); subscription linked to user \(link.userId) via \(link.via)"
+                                   : "\(command.reason); moved to user \(link.userId) from user \(current!) (transfer policy move)")
+        return entries
+    }
+
+    /// Sets the subscription's owner; one entry per group, written from the point of view of the user
+    /// gaining (link) or losing (unlink) the subscription's entitlements.
+    private mutating func changeOwner(of key: String, from old: String?, to new: String?, _ command: MembershipCommand,
+                                      reason: String) -> [LedgerEntry] {
+        let viewer = new ?? old
+        let groups = subscriptions[key]!.groups
+        let before = Dictionary(uniqueKeysWithValues: groups.map { ($0, entitlement(owner: viewer, subscription: key, group: $0)) })
+        subscriptions[key]!.userId = new
+        let kind: LedgerEntry.Kind = new == nil ? .unlink : .link
+        guard !groups.isEmpty else {
+            return [entry(kind, command, owner: viewer, purchase: nil, product: nil, group: nil, before: [], reason: reason)]
+        }
+        return groups.map { group in
+            entry(kind, command, owner: viewer, purchase: nil, product: nil, group: group, before: before[group] ?? [],
+                  reason: reason)
+        }
+    }
+
+    // MARK: entries
+
+    private mutating func recordOnce(_ recordKey: String, _ command: MembershipCommand, group: String? = nil,
+                                     purchase: String? = nil, product: String? = nil, cutKind: Cut.Kind? = nil,
+                                     reason: String) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        guard subscriptions[key]!.recordedCommands.insert(recordKey).inserted else { return [] }
+        let owner = subscriptions[key]!.userId
+        let current = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? []
+        return [entry(.record, command, owner: owner, purchase: purchase, product: product, group: group, before: current,
+                      cutKind: cutKind, reason: reason)]
+    }
+
+    /// Builds an entry after the state change it describes: `after` (and the balance) is read now.
+    private func entry(_ kind: LedgerEntry.Kind, _ command: MembershipCommand, owner: String?, purchase: String?,
+                       product: String?, group: String?, interval: Interval? = nil, amount: Int? = nil,
+                       before: [Interval], cutKind: Cut.Kind? = nil, reason: String) -> LedgerEntry {
+        let key = command.subscriptionKey
+        let after = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? before
+        let holdsUnits = group.map { group in subscriptions.values.contains { $0.holdsUnits(group: group) } } ?? false
+        let balance = holdsUnits ? group.map { self.balance(owner: owner, subscription: key, group: $0) } : nil
+        return LedgerEntry(kind: kind, subscriptionKey: key, userId: owner, purchaseId: purchase, productId: product,
+                           group: group, interval: interval, amount: amount, before: before, after: after,
+                           balanceAfter: balance, cutKind: cutKind, reason: reason, commandId: command.commandId,
+                           cause: command.cause)
+    }
 }
 
-private func merged(_ granted: Interval?, adding interval: Interval) -> Interval {
-    guard let granted else { return interval }
-    return Interval.union([granted, interval]).first ?? interval
+extension ProductKind {
+    /// Products whose purchases grant time (the others credit units or are unknown).
+    var grantsTime: Bool { self == .autoRenewable || self == .nonRenewing || self == .nonConsumable }
 }
 
-private func remaining(_ granted: Interval?, removing interval: Interval) -> Interval? {
-    guard let granted else { return nil }
-    if interval.startMs <= granted.startMs { return nil }
-    return Interval(startMs: granted.startMs, endMs: interval.startMs)
+/// What one purchase (or grace period) should be granted now, and what ends it.
+struct Target {
+    enum EndedBy {
+        case period
+        case apple(Cut)
+        case superseded(PurchaseGrant, Cut.Kind)
+    }
+    var interval: Interval?
+    var endedBy: EndedBy
+
+    var cutKind: Cut.Kind? {
+        switch endedBy {
+        case .period: return nil
+        case .apple(let cut): return cut.kind
+        case .superseded(_, let kind): return kind
+        }
+    }
+
+    /// `[start, end)`, cut at Apple's cancellation, and for auto-renewables cut where a later period
+    /// of the same group in the same subscription starts: within one subscription Apple's periods
+    /// follow each other, so an overlap means the later purchase replaced this one (an upgrade or
+    /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction).
+    init(of id: String, in state: SubscriptionState) {
+        if let grace = state.graces[id] {
+            let interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
+            self.init(interval: interval.isEmpty ? nil : interval, endedBy: .period)
+            return
+        }
+        guard let grant = state.grants[id], grant.productKind.grantsTime else {
+            self.init(interval: nil, endedBy: .period)
+            return
+        }
+        var interval = Interval(startMs: grant.startMs, endMs: grant.endMs)
+        var endedBy = EndedBy.period
+        if let cut = grant.cut, cut.atMs < interval.endOrMax {
+            interval.endMs = cut.atMs
+            endedBy = .apple(cut)
+        }
+        if grant.productKind == .autoRenewable {
+            let end = interval.endOrMax
+            let successor = state.grants.values.filter {
+                $0.productKind == .autoRenewable && $0.group == grant.group && $0.purchaseId != id
+                    && $0.startMs > grant.startMs && $0.startMs < end &- supersedeTolerance
+            }.min { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
+            if let successor {
+                interval.endMs = successor.startMs
+                endedBy = .superseded(successor, switchKind(from: grant, to: successor))
+            }
+        }
+        self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
+    }
+
+    init(interval: Interval?, endedBy: EndedBy) {
+        self.interval = interval
+        self.endedBy = endedBy
+    }
+}
+
+/// R5 from the catalog facts carried on the grants: a lower level number is a higher service.
+func switchKind(from old: PurchaseGrant, to new: PurchaseGrant) -> Cut.Kind {
+    guard old.productId != new.productId, let from = old.level, let to = new.level else { return .switch }
+    if to < from { return .upgrade }
+    if to > from { return .downgrade }
+    return .crossgrade
+}
+
+func describeChange(from old: RenewalState?, to new: RenewalState) -> String {
+    var parts: [String] = []
+    if old?.autoRenewStatus != new.autoRenewStatus, let status = new.autoRenewStatus {
+        parts.append("auto-renew \(status ? "on" : "off")")
+    }
+    if old?.autoRenewProductId != new.autoRenewProductId || old?.productId != new.productId {
+        if let next = new.autoRenewProductId, let current = new.productId, next != current {
+            parts.append("renews as \(next) instead of \(current)\(new.pendingChange.map { " (\($0))" } ?? "")")
+        } else if let next = new.autoRenewProductId ?? new.productId {
+            parts.append("renews as \(next)")
+        }
+    }
+    if old?.isInBillingRetry != new.isInBillingRetry, let retry = new.isInBillingRetry {
+        parts.append(retry ? "in billing retry" : "billing retry over")
+    }
+    if old?.gracePeriodExpiresMs != new.gracePeriodExpiresMs, let grace = new.gracePeriodExpiresMs {
+        parts.append("grace period until \(TimeText.iso(grace))")
+    }
+    if old?.expirationIntent != new.expirationIntent, let intent = new.expirationIntent {
+        parts.append("expiration intent \(intent)")
+    }
+    if old?.priceIncreaseStatus != new.priceIncreaseStatus, let status = new.priceIncreaseStatus {
+        parts.append("price increase status \(status)")
+    }
+    return parts.isEmpty ? "renewal facts updated" : parts.joined(separator: ", ")
 }

@@ -11,7 +11,9 @@ public struct Interval: Codable, Sendable, Hashable, CustomStringConvertible {
     public var isEmpty: Bool { endMs.map { $0 <= startMs } ?? false }
     var endOrMax: Int64 { endMs ?? Int64.max }
 
-    public var description: String { "[\(startMs), \(endMs.map(String.init) ?? "∞"))" }
+    public func contains(_ ms: Int64) -> Bool { startMs <= ms && ms < endOrMax }
+
+    public var description: String { "[\(TimeText.iso(startMs)), \(endMs.map(TimeText.iso) ?? "open-ended"))" }
 
     /// The union of intervals as a sorted list of disjoint, non-touching intervals.
     public static func union(_ intervals: [Interval]) -> [Interval] {
@@ -27,17 +29,80 @@ public struct Interval: Codable, Sendable, Hashable, CustomStringConvertible {
         }
         return merged
     }
+
+    /// `intervals` minus `removed`, as a union.
+    public static func subtract(_ removed: Interval, from intervals: [Interval]) -> [Interval] {
+        var result: [Interval] = []
+        for interval in union(intervals) {
+            if removed.endOrMax <= interval.startMs || removed.startMs >= interval.endOrMax {
+                result.append(interval)
+                continue
+            }
+            if removed.startMs > interval.startMs {
+                result.append(Interval(startMs: interval.startMs, endMs: removed.startMs))
+            }
+            if let removedEnd = removed.endMs, removedEnd < interval.endOrMax {
+                result.append(Interval(startMs: removedEnd, endMs: interval.endMs))
+            }
+        }
+        return union(result)
+    }
 }
 
 /// What one purchase *should* grant given Apple's current facts: `[start, end)` cut at the
 /// cancellation time; nothing when the cut is at or before the start (full refund). A cut after
 /// the end deducts nothing (R11).
 public func entitledInterval(of grant: PurchaseGrant) -> Interval? {
-    guard grant.productKind != .consumable else { return nil }
+    guard grant.productKind != .consumable, grant.productKind != .unknown else { return nil }
     var end = grant.endMs
     if let cut = grant.cut {
         end = min(end ?? Int64.max, cut.atMs)
     }
     let interval = Interval(startMs: grant.startMs, endMs: end)
     return interval.isEmpty ? nil : interval
+}
+
+/// The difference between what a purchase has been granted so far (the sum of its ledger entries)
+/// and what it should be granted now. Replaying a command computes the same target, so an unchanged
+/// replay writes nothing and a fixed replay writes only the correction.
+public enum GrantDelta: Equatable, Sendable {
+    case add(Interval)
+    case remove(Interval)
+
+    public static func between(granted: Interval?, target: Interval?) -> [GrantDelta] {
+        switch (granted, target) {
+        case (nil, nil): return []
+        case (nil, let t?): return [.add(t)]
+        case (let g?, nil): return [.remove(g)]
+        case (let g?, let t?):
+            if g == t { return [] }
+            guard g.startMs == t.startMs else { return [.remove(g), .add(t)] }
+            if t.endOrMax < g.endOrMax { return [.remove(Interval(startMs: t.endOrMax, endMs: g.endMs))] }
+            return [.add(Interval(startMs: g.endOrMax, endMs: t.endMs))]
+        }
+    }
+}
+
+/// Civil UTC time text for reasons people read (R4); pure arithmetic, no locale.
+public enum TimeText {
+    public static func iso(_ ms: Int64) -> String {
+        let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
+        let millis = ms - seconds * 1000
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        var text = "\(year)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay % 3600 / 60)):\(two(secondOfDay % 60))"
+        if millis != 0 { text += "." + String(String(millis + 1000).dropFirst()) }
+        return text + "Z"
+    }
 }

@@ -18,6 +18,8 @@ public struct MembershipCommand: Codable, Sendable, Equatable {
         case linkUser(UserLink)
         /// Recorded in the ledger, changes nothing (unknown type, informational notification).
         case record(String)
+        /// Apple keeps serving a subscription whose renewal failed, until the grace period ends.
+        case gracePeriod(GracePeriodGrant)
     }
 
     public init(commandId: String, subscriptionKey: String, action: Action, reason: String, cause: Cause) {
@@ -46,17 +48,27 @@ public struct PurchaseGrant: Codable, Sendable, Equatable {
     public var productKind: ProductKind
     /// The entitlement group the product grants (a subscription group, or the product id itself).
     public var group: String
+    /// The purchase second (R1: Apple's milliseconds differ between copies of one purchase).
     public var startMs: Int64
     /// nil = open-ended (non-consumable).
     public var endMs: Int64?
     public var cut: Cut?
-    /// For consumables: the catalog quantity to credit.
+    /// For consumables: the units to credit (catalog credits × quantity).
     public var credit: Int?
     public var finance: FinanceFlags
+    /// The product's level and duration from the catalog (R5): lets membership name a switch
+    /// (upgrade, crossgrade, downgrade) when a later purchase supersedes this one.
+    public var level: Int?
+    public var durationDays: Int?
+    /// Whether the catalog knows the product (unknown products are granted from Apple's facts and
+    /// flagged, never dropped).
+    public var inCatalog: Bool?
+    public var environment: String?
 
     public init(purchaseId: String, transactionId: String, originalTransactionId: String, productId: String,
                 productKind: ProductKind, group: String, startMs: Int64, endMs: Int64?, cut: Cut? = nil,
-                credit: Int? = nil, finance: FinanceFlags = FinanceFlags()) {
+                credit: Int? = nil, finance: FinanceFlags = FinanceFlags(), level: Int? = nil, durationDays: Int? = nil,
+                inCatalog: Bool? = nil, environment: String? = nil) {
         self.purchaseId = purchaseId
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -68,6 +80,10 @@ public struct PurchaseGrant: Codable, Sendable, Equatable {
         self.cut = cut
         self.credit = credit
         self.finance = finance
+        self.level = level
+        self.durationDays = durationDays
+        self.inCatalog = inCatalog
+        self.environment = environment
     }
 }
 
@@ -75,10 +91,12 @@ public struct PurchaseGrant: Codable, Sendable, Equatable {
 public struct Cut: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case refund          // Apple support refund (V1 CANCEL (c), V1/V2 REFUND)
-        case revoke          // family sharing revoked
+        case revoke          // family sharing revoked (V2 REVOKE, revocationType FAMILY_REVOKE)
         case upgrade         // switched to a higher level: immediate, old purchase refunded pro rata
         case crossgrade      // switched within a level, same duration: immediate
-        case cancelAndSwitch // V1 CANCEL with auto_renew_status=false and switch markers
+        case downgrade       // switched to a lower level (normally at renewal; immediate only if Apple says so)
+        case `switch`        // switched within the group, levels unknown to the catalog
+        case cancelAndSwitch // V1 CANCEL with auto_renew_status=false and switch markers (R3 b)
     }
     public var atMs: Int64
     public var kind: Kind
@@ -91,19 +109,25 @@ public struct Cut: Codable, Sendable, Equatable {
     }
 }
 
-/// Per-transaction facts finance reconciles with (R10).
+/// Per-transaction facts finance reconciles with (R10), normalized over V1 and V2: V2's
+/// `offerType` 1/2/3 fill `isIntro` / `promotionalOfferId` / `offerCodeRefName`.
 public struct FinanceFlags: Codable, Sendable, Equatable {
     public var isTrial: Bool
     public var isIntro: Bool
     public var promotionalOfferId: String?
     public var offerCodeRefName: String?
+    /// V2 raw offer type (1 intro, 2 promotional, 3 offer code, 4 win-back) and identifier.
+    public var offerType: Int?
+    public var offerIdentifier: String?
 
     public init(isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
-                offerCodeRefName: String? = nil) {
+                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil) {
         self.isTrial = isTrial
         self.isIntro = isIntro
         self.promotionalOfferId = promotionalOfferId
         self.offerCodeRefName = offerCodeRefName
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
     }
 }
 
@@ -113,22 +137,84 @@ public struct RenewalState: Codable, Sendable, Equatable {
     public var autoRenewProductId: String?
     public var isInBillingRetry: Bool?
     public var gracePeriodExpiresMs: Int64?
+    /// When Apple stated these facts (signed date, status change date, or the latest date in the
+    /// input): older news never overwrites newer (S15). Ties break on `sourceEventId`.
     public var asOfMs: Int64
+    /// R5: what `autoRenewProductId` is to `productId` ("downgrade", "crossgrade-at-renewal", ...).
+    public var pendingChange: String?
+    public var expirationIntent: String?
+    public var priceIncreaseStatus: String?
+    /// Breaks ties of `asOfMs`: a change notification (1) stated at the same instant as a purchase
+    /// (0) happened after it; then `sourceEventId` decides, so every order gives the same state.
+    public var asOfRank: Int?
+    public var sourceEventId: String?
 
     public init(autoRenewStatus: Bool?, productId: String?, autoRenewProductId: String?, isInBillingRetry: Bool?,
-                gracePeriodExpiresMs: Int64?, asOfMs: Int64) {
+                gracePeriodExpiresMs: Int64?, asOfMs: Int64, pendingChange: String? = nil, expirationIntent: String? = nil,
+                priceIncreaseStatus: String? = nil, asOfRank: Int? = nil, sourceEventId: String? = nil) {
         self.autoRenewStatus = autoRenewStatus
         self.productId = productId
         self.autoRenewProductId = autoRenewProductId
         self.isInBillingRetry = isInBillingRetry
         self.gracePeriodExpiresMs = gracePeriodExpiresMs
         self.asOfMs = asOfMs
+        self.pendingChange = pendingChange
+        self.expirationIntent = expirationIntent
+        self.priceIncreaseStatus = priceIncreaseStatus
+        self.asOfRank = asOfRank
+        self.sourceEventId = sourceEventId
+    }
+
+    /// Which of two statements is the newer news.
+    func isNewer(than other: RenewalState) -> Bool {
+        (asOfMs, asOfRank ?? 0, sourceEventId ?? "") > (other.asOfMs, other.asOfRank ?? 0, other.sourceEventId ?? "")
+    }
+
+    /// Whether this newer statement says nothing new compared with `other`, whatever the time stamp;
+    /// a fact this statement does not mention (nil) is no change (a V1 CANCEL body says nothing
+    /// about billing retry), and "not in billing retry" after nothing was said is no news either.
+    func sameFacts(as other: RenewalState) -> Bool {
+        func same<T: Equatable>(_ old: T?, _ new: T?) -> Bool { new == nil || old == new }
+        return same(other.autoRenewStatus, autoRenewStatus) && same(other.productId, productId)
+            && same(other.autoRenewProductId, autoRenewProductId) && (same(other.isInBillingRetry, isInBillingRetry) || (other.isInBillingRetry == nil && isInBillingRetry == false))
+            && same(other.gracePeriodExpiresMs, gracePeriodExpiresMs) && pendingChange == other.pendingChange
+            && same(other.expirationIntent, expirationIntent) && same(other.priceIncreaseStatus, priceIncreaseStatus)
     }
 }
 
 public struct UserLink: Codable, Sendable, Equatable {
     public var userId: String
-    /// How we know: "receipt-upload", "app-account-token", "application-username".
+    /// How we know: "receipt-upload", "app-account-token".
     public var via: String
-    public init(userId: String, via: String) { self.userId = userId; self.via = via }
+    /// What to do when the subscription already belongs to another user (catalog `accounts.transfer`).
+    public var transfer: AccountPolicy.TransferPolicy
+
+    public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move) {
+        self.userId = userId
+        self.via = via
+        self.transfer = transfer
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        userId = try container.decode(String.self, forKey: .userId)
+        via = try container.decode(String.self, forKey: .via)
+        transfer = try container.decodeIfPresent(AccountPolicy.TransferPolicy.self, forKey: .transfer) ?? .move
+    }
+}
+
+/// Service Apple keeps giving during a billing grace period: `[from, until)`; `from` is the end of
+/// the period that failed to renew (nil: membership takes the latest period end it knows).
+public struct GracePeriodGrant: Codable, Sendable, Equatable {
+    public var productId: String?
+    public var group: String?
+    public var fromMs: Int64?
+    public var untilMs: Int64
+
+    public init(productId: String?, group: String?, fromMs: Int64?, untilMs: Int64) {
+        self.productId = productId
+        self.group = group
+        self.fromMs = fromMs
+        self.untilMs = untilMs
+    }
 }

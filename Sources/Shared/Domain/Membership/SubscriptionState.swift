@@ -1,0 +1,85 @@
+/// Membership's memory of one subscription: what each purchase should grant (Apple's latest facts,
+/// `grants`) and what it has been granted so far (the sum of its ledger entries, `granted`).
+/// Stored as JSON in `subscriptions.state`; the offer signer reads `userId`, `grants` (their
+/// `group`, `productId`, `finance` flags) and `groups` from it, so those stay stable.
+public struct SubscriptionState: Codable, Sendable, Equatable {
+    public var subscriptionKey: String
+    public var userId: String?
+    public var grants: [String: PurchaseGrant] = [:]
+    /// Granted interval per purchase id (or grace id), the fold of this subscription's ledger.
+    public var granted: [String: Interval] = [:]
+    /// Consumable units credited per purchase id.
+    public var credited: [String: Int] = [:]
+    /// Keys of evidence already recorded, so a replay records nothing twice.
+    public var recordedCommands: Set<String> = []
+    public var renewal: RenewalState?
+    /// Billing grace periods granted, by id `grace|<from ms>`.
+    public var graces: [String: GraceRecord] = [:]
+
+    public init(subscriptionKey: String, userId: String? = nil) {
+        self.subscriptionKey = subscriptionKey
+        self.userId = userId
+    }
+
+    public struct GraceRecord: Codable, Sendable, Equatable {
+        public var group: String
+        public var productId: String?
+        public var startMs: Int64
+        public var endMs: Int64
+        public init(group: String, productId: String?, startMs: Int64, endMs: Int64) {
+            self.group = group
+            self.productId = productId
+            self.startMs = startMs
+            self.endMs = endMs
+        }
+    }
+
+    /// The group a granted id (purchase or grace period) belongs to.
+    public func group(of id: String) -> String? { grants[id]?.group ?? graces[id]?.group }
+
+    /// The entitlement of one group: the union of its purchases' granted intervals.
+    public func entitlement(group: String) -> [Interval] {
+        Interval.union(granted.compactMap { id, interval in self.group(of: id) == group ? interval : nil })
+    }
+
+    /// Consumable units held in one group (may be negative after a refund, R13).
+    public func balance(group: String) -> Int {
+        credited.reduce(0) { sum, item in grants[item.key]?.group == group ? sum + item.value : sum }
+    }
+
+    /// Whether the group holds consumable units in this subscription.
+    public func holdsUnits(group: String) -> Bool {
+        grants.values.contains { $0.group == group && $0.productKind == .consumable }
+    }
+
+    public var groups: [String] { Array(Set(grants.values.map(\.group)).union(graces.values.map(\.group))).sorted() }
+
+    private enum CodingKeys: String, CodingKey {
+        case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        subscriptionKey = try container.decode(String.self, forKey: .subscriptionKey)
+        userId = try container.decodeIfPresent(String.self, forKey: .userId)
+        grants = try container.decodeIfPresent([String: PurchaseGrant].self, forKey: .grants) ?? [:]
+        granted = try container.decodeIfPresent([String: Interval].self, forKey: .granted) ?? [:]
+        credited = try container.decodeIfPresent([String: Int].self, forKey: .credited) ?? [:]
+        recordedCommands = Set(try container.decodeIfPresent([String].self, forKey: .recordedCommands) ?? [])
+        renewal = try container.decodeIfPresent(RenewalState.self, forKey: .renewal)
+        graces = try container.decodeIfPresent([String: GraceRecord].self, forKey: .graces) ?? [:]
+    }
+
+    /// Sets are encoded sorted: the stored state must be byte-identical however it was reached.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(subscriptionKey, forKey: .subscriptionKey)
+        try container.encodeIfPresent(userId, forKey: .userId)
+        try container.encode(grants, forKey: .grants)
+        try container.encode(granted, forKey: .granted)
+        try container.encode(credited, forKey: .credited)
+        try container.encode(recordedCommands.sorted(), forKey: .recordedCommands)
+        try container.encodeIfPresent(renewal, forKey: .renewal)
+        try container.encode(graces, forKey: .graces)
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class DomainTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }

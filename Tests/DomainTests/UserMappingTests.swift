@@ -1,0 +1,108 @@
+@testable import Domain
+import XCTest
+
+/// R6 and S10: purchases find their account through the app's account id, survive a storefront
+/// change, follow the configured transfer policy, and wait for their user without being lost.
+final class UserMappingTests: XCTestCase {
+    let user = "6f1c2a4e-0000-4000-8000-00000000abcd"
+
+    func testAppAccountTokenLinksTheSubscriptionToTheUser() {
+        var t = Transcript()
+        let step = t.feed(Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0, token: user.uppercased())]))
+        XCTAssertEqual(step.entries.kinds, [.link, .grant])
+        XCTAssertEqual(step.entries[0].userId, user, "tokens are lowercased, as Apple's libraries do")
+        XCTAssertEqual(step.entries[1].userId, user)
+        XCTAssertEqual(t.user(user).first?.intervals, [interval(t0, t0 + month)])
+    }
+
+    func testS10StorefrontChangeNewOriginalTransactionIdSameUser() {
+        var t = Transcript()
+        t.feed(Apple.v1("INITIAL_BUY", otid: "us", [Apple.period("A", otid: "us", start: t0, token: user)]))
+        // The user moved to another country: Apple starts a new subscription (new original_transaction_id).
+        let later = t0 + month + 3 * day
+        let step = t.feed(Apple.v1("INITIAL_BUY", otid: "jp", [Apple.period("J", otid: "jp", start: later, token: user)]))
+        XCTAssertEqual(step.entries.kinds, [.link, .grant])
+        XCTAssertEqual(step.entries[1].before, [interval(t0, t0 + month)], "before/after are the user's, across subscriptions")
+        XCTAssertEqual(step.entries[1].after, [interval(t0, t0 + month), interval(later, later + month)])
+        let view = t.user(user)
+        XCTAssertEqual(view.first?.subscriptionKeys, ["jp", "us"])
+        XCTAssertEqual(view.first?.currentProduct, "vip.a.1m")
+        XCTAssertEqual(view.first?.currentSubscriptionKey, "jp")
+    }
+
+    func testEventsBeforeTheLinkAreKeptAndAppliedWhenTheLinkArrives() {
+        var t = Transcript()
+        t.feed(Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0)]))
+        XCTAssertNil(t.state("s").userId)
+        XCTAssertTrue(t.user("u1").isEmpty)
+        let link = t.feed(Apple.receipt(user: "u1", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "upload"))
+        XCTAssertEqual(link.entries.kinds, [.link])
+        XCTAssertEqual(link.entries[0].before, [])
+        XCTAssertEqual(link.entries[0].after, [interval(t0, t0 + month)])
+        XCTAssertEqual(t.user("u1").first?.intervals, [interval(t0, t0 + month)])
+    }
+
+    func testTransferPolicyMoveMovesThePurchaseAndRecordsBothSides() {
+        var t = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .move)))
+        t.feed(Apple.receipt(user: "u1", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "1"))
+        let claim = t.feed(Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "2"))
+        XCTAssertEqual(claim.entries.kinds, [.unlink, .link])
+        XCTAssertEqual(claim.entries[0].userId, "u1")
+        XCTAssertEqual(claim.entries[0].before, [interval(t0, t0 + month)])
+        XCTAssertEqual(claim.entries[0].after, [])
+        XCTAssertEqual(claim.entries[1].userId, "u2")
+        XCTAssertEqual(claim.entries[1].after, [interval(t0, t0 + month)])
+        XCTAssertTrue(t.user("u1").isEmpty)
+        XCTAssertEqual(t.user("u2").first?.intervals, [interval(t0, t0 + month)])
+    }
+
+    func testTransferPolicyKeepFirstRefusesAndRecordsTheClaim() {
+        var t = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
+        t.feed(Apple.receipt(user: "u1", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "1"))
+        let claim = t.feed(Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "2"))
+        XCTAssertEqual(claim.entries.kinds, [.record])
+        XCTAssertTrue(claim.entries[0].reason.contains("refused (transfer policy keep-first)"), claim.entries[0].reason)
+        XCTAssertEqual(t.state("s").userId, "u1")
+        XCTAssertTrue(t.feed(Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "3")).entries.isEmpty)
+    }
+
+    func testTokenPolicyIgnoreNeverLinksThroughTheToken() {
+        var t = Transcript(catalog: TestCatalog.with(AccountPolicy(appAccountToken: .ignore)))
+        let step = t.feed(Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0, token: user)]))
+        XCTAssertEqual(step.entries.kinds, [.grant])
+        XCTAssertNil(t.state("s").userId)
+    }
+
+    func testR8R10FinanceFlagsPerPurchaseForOfferEligibility() {
+        var t = Transcript()
+        var trial = Apple.period("T", otid: "s", start: t0, token: user)
+        trial.isTrialPeriod = true
+        var promo = Apple.period("P", otid: "s", start: t0 + month, token: user)
+        promo.offerType = 2
+        promo.offerIdentifier = "winback"
+        var code = Apple.period("C", otid: "s", start: t0 + 2 * month, token: user)
+        code.offerCodeRefName = "SPRING"
+        var intro = Apple.period("I", otid: "s2", start: t0, token: user)
+        intro.offerType = 1
+        intro.offerDiscountType = "PAY_AS_YOU_GO"
+        t.feed(Apple.v1("INITIAL_BUY", otid: "s", [trial, promo, code]))
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "i", otid: "s2", [intro], signed: t0))
+        let grants = t.book.states(ofUser: user).flatMap { $0.grants.values }.sorted { $0.transactionId < $1.transactionId }
+        XCTAssertEqual(grants.map(\.transactionId), ["C", "I", "P", "T"])
+        XCTAssertEqual(grants.map(\.finance.isTrial), [false, false, false, true])
+        XCTAssertEqual(grants.map(\.finance.isIntro), [false, true, false, false])
+        XCTAssertEqual(grants.map(\.finance.promotionalOfferId), [nil, nil, "winback", nil])
+        XCTAssertEqual(grants.map(\.finance.offerCodeRefName), ["SPRING", nil, nil, nil])
+        XCTAssertEqual(Set(grants.map(\.group)), ["vip"])
+    }
+
+    func testR7R12ReceiptWithoutOptionalClientFieldsGrantsLikeAnyOtherPath() {
+        var t = Transcript()
+        // An old app version's receipt: no web order id, no original purchase date, no intro flags.
+        let bare = TransactionFacts(transactionId: "9", originalTransactionId: "9", productId: "vip.a.1m",
+                                    purchaseDateMs: t0, expiresDateMs: t0 + month)
+        let step = t.feed(Apple.receipt(user: "old-app-user", otid: "9", [bare], id: "old"))
+        XCTAssertEqual(step.entries.kinds, [.link, .grant])
+        XCTAssertEqual(t.user("old-app-user").first?.intervals, [interval(t0, t0 + month)])
+    }
+}
