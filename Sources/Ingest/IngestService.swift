@@ -16,6 +16,7 @@ public struct IngestConfig: Sendable {
     public var writeTimeout: Duration = .seconds(3)
     public var kafka: KafkaConfig
     public var databaseURL: String?
+    public var offers = OfferSettings.fromEnvironment()
 
     public init(kafka: KafkaConfig, databaseURL: String?) {
         self.kafka = kafka
@@ -30,6 +31,7 @@ public final class IngestService: Sendable {
     private let config: IngestConfig
     private let producer: KafkaProducer
     private let reads: MembershipReads?
+    private let offers: OfferEndpoints
     private let logger = Logger(component: "ingest")
     private let server: HTTPServer
 
@@ -40,6 +42,7 @@ public final class IngestService: Sendable {
         self.config = config
         self.producer = try KafkaProducer(config: kafka)
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
+        self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool)
         let routes = Routes()
         self.server = HTTPServer(host: config.host, port: config.port, threads: config.threads,
                                  maxBodyBytes: config.maxBodyBytes) { request, responder in
@@ -58,6 +61,7 @@ public final class IngestService: Sendable {
     public func stop() {
         server.stop()
         producer.close()
+        offers.close()
     }
 
     func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
@@ -74,6 +78,8 @@ public final class IngestService: Sendable {
             acceptNotification(request, responder)
         case ("POST", "v1/receipts"):
             acceptReceipt(request, responder)
+        case ("POST", "v1/offers/signature"):
+            offers.sign(request, responder)
         case (_, "v1/notifications/appstore"), (_, "v1/receipts"):
             responder.respond(.error(status: 405, reason: "use POST"))
         default:
@@ -85,6 +91,8 @@ public final class IngestService: Sendable {
                 switch segments[3] {
                 case "membership":
                     read(responder) { try $0.userMembership(user) }
+                case "offers":
+                    offers.userOffers(user: user, request, responder)
                 case "ledger":
                     let limit = Int(request.queryValue("limit") ?? "") ?? 200
                     read(responder) { try $0.userLedger(user, limit: limit) }

@@ -1,1 +1,0 @@
-// Signer module: the promotional-offer signing worker (issue 4).

@@ -1,0 +1,204 @@
+import Dispatch
+import Domain
+import Foundation
+import Kafka
+import Runtime
+import Synchronization
+
+public struct SignerWorkerConfig: Sendable {
+    public var kafka: KafkaConfig
+    public var groupId = "storeledger-signer"
+    public var maxBatch = 500
+    public var pollTimeout: Duration = .milliseconds(100)
+    /// The signer opens no socket, so metrics go to a file in Prometheus text format (for
+    /// node_exporter's textfile collector or a sidecar), rewritten atomically.
+    public var metricsFile: String?
+    public var metricsInterval: Duration = .seconds(5)
+    /// How often consumed requests are committed.
+    public var commitInterval: Duration = .seconds(1)
+
+    public init(kafka: KafkaConfig) {
+        self.kafka = kafka
+    }
+
+    /// Request/reply is latency-bound: send replies at once.
+    var producerKafka: KafkaConfig {
+        var kafka = self.kafka
+        kafka.linger = .milliseconds(0)
+        kafka.deliveryTimeout = min(kafka.deliveryTimeout, .seconds(5))
+        // Small records on an idle connection: Nagle + delayed ACK would add up to 40 ms.
+        kafka.extra = ["socket.nagle.disable": "true"].merging(kafka.extra) { _, given in given }
+        return kafka
+    }
+
+    /// ... and let an idle fetch return within 2 ms instead of the default 500 ms (the embedded
+    /// broker holds an empty fetch for the whole wait even when data arrives meanwhile).
+    var consumerKafka: KafkaConfig {
+        var kafka = self.kafka
+        kafka.extra = ["fetch.wait.max.ms": "2", "fetch.error.backoff.ms": "5", "socket.nagle.disable": "true"].merging(kafka.extra) { _, given in given }
+        return kafka
+    }
+}
+
+/// The signing worker: consumes sign requests, answers each on the reply topic, and holds the only
+/// copy of the keys. It opens no listening socket (Kafka clients only connect out), so the key can
+/// only be reached through the request topic, and only to sign.
+///
+/// Requests past their deadline are dropped (the requester has already answered 504) and counted.
+/// Offsets are committed every second, after the replies so far are acknowledged; a request
+/// redelivered after a crash is signed again with a new nonce or, usually, dropped as expired.
+public final class SignerWorker: Sendable {
+    private let signer: OfferSigner
+    private let config: SignerWorkerConfig
+    private let clock: @Sendable () -> Int64
+    private let logger = Logger(component: "signer")
+
+    public init(signer: OfferSigner, config: SignerWorkerConfig, clock: @escaping @Sendable () -> Int64 = currentTimeMs) {
+        self.signer = signer
+        self.config = config
+        self.clock = clock
+    }
+
+    public func run(until stop: StopSignal) throws {
+        let consumer = try KafkaConsumer(config: config.consumerKafka, groupId: config.groupId, topics: [Topic.signRequests])
+        let producer = try KafkaProducer(config: config.producerKafka)
+        defer {
+            consumer.close()
+            producer.close()
+            writeMetrics()
+        }
+        logger.info("signer_started", ["keys": .string(signer.keys.keys.keys.sorted().joined(separator: ",")),
+                                       "default_key": .string(signer.keys.defaultKeyId)])
+        var lastMetrics = ContinuousClock.now
+        let uncommitted = PendingCommits()
+        // Commits run on their own thread: a synchronous commit must not stall the replies.
+        let committerDone = DispatchSemaphore(value: 0)
+        let committer = Thread { [self] in
+            while !stop.wait(timeout: config.commitInterval) { commit(uncommitted, consumer, producer) }
+            committerDone.signal()
+        }
+        committer.name = "signer-commit"
+        committer.start()
+        while !stop.isStopped {
+            let records: [KafkaRecord]
+            switch Result(catching: { () throws(KafkaError) in
+                try consumer.poll(maxRecords: config.maxBatch, timeout: config.pollTimeout)
+            }) {
+            case .success(let polled):
+                records = polled
+            case .failure(let error):
+                // librdkafka reconnects by itself; anything else is a reason to stop.
+                guard error.kind == .transport || error.kind == .timedOut else { throw error }
+                logger.warning("poll_failed", ["error": .string(error.description)])
+                continue
+            }
+            if !records.isEmpty {
+                // Replies go out without waiting for their acknowledgements: the next batch is
+                // read meanwhile, which is what keeps latency flat under load.
+                publish(answer(records), producer)
+                uncommitted.records.withLock { $0 += records }
+            }
+            if ContinuousClock.now - lastMetrics >= config.metricsInterval {
+                writeMetrics()
+                lastMetrics = ContinuousClock.now
+            }
+        }
+        committerDone.wait()
+        commit(uncommitted, consumer, producer)
+        logger.info("signer_stopped")
+    }
+
+    /// Decodes and answers a batch; signing runs on all cores for large batches.
+    func answer(_ records: [KafkaRecord]) -> [SignReply] {
+        let slots = Mutex<[SignReply?]>(Array(repeating: nil, count: records.count))
+        let work = { @Sendable (index: Int) in
+            let reply = self.answer(records[index])
+            slots.withLock { $0[index] = reply }
+        }
+        if records.count >= 16 {
+            DispatchQueue.concurrentPerform(iterations: records.count, execute: work)
+        } else {
+            for index in records.indices { work(index) }
+        }
+        return slots.withLock { $0.compactMap { $0 } }
+    }
+
+    /// nil when the request is dropped (undecodable, or past its deadline).
+    func answer(_ record: KafkaRecord) -> SignReply? {
+        guard let request = try? JSONDecoder().decode(SignRequest.self, from: Data(record.value)) else {
+            count("invalid")
+            logger.warning("request_invalid", ["position": .string("\(record.topic)/\(record.partition)@\(record.offset)")])
+            return nil
+        }
+        guard clock() <= request.deadlineMs else {
+            count("expired")
+            return nil
+        }
+        let started = ContinuousClock.now
+        let reply = signer.answer(request)
+        count(reply.status == .signed ? "signed" : "refused", kind: request.kind.rawValue)
+        Metrics.shared.increment("storeledger_signer_sign_seconds_sum", by: (ContinuousClock.now - started).secondsDouble)
+        if reply.status == .refused {
+            logger.info("request_refused", ["kind": .string(request.kind.rawValue), "reason": .string(reply.reason ?? "")])
+        }
+        return reply
+    }
+
+    /// Sends the replies; failures are counted and logged (the requester then times out).
+    private func publish(_ replies: [SignReply], _ producer: KafkaProducer) {
+        let encoder = JSONEncoder()
+        let logger = self.logger
+        for reply in replies {
+            guard let value = try? encoder.encode(reply) else { continue }
+            producer.send(topic: Topic.signReplies, key: Array(reply.correlationId.utf8), value: [UInt8](value)) { result in
+                if case .failure(let error) = result {
+                    Metrics.shared.increment("storeledger_signer_replies_failed_total")
+                    logger.warning("reply_unconfirmed", ["error": .string(error.description)])
+                }
+            }
+        }
+    }
+
+    /// Commits the requests answered so far, once their replies are acknowledged (or failed).
+    /// Periodic rather than per batch: a request is worth nothing after its deadline, so what a
+    /// crash replays is dropped as expired or signed again with a new nonce.
+    private func commit(_ pending: PendingCommits, _ consumer: KafkaConsumer, _ producer: KafkaProducer) {
+        let records = pending.records.withLock { records in
+            defer { records.removeAll() }
+            return records
+        }
+        guard !records.isEmpty else { return }
+        do {
+            try producer.flush(timeout: .seconds(5))
+            try consumer.commit(records)
+        } catch {
+            logger.warning("commit_failed", ["error": .string(error.description)])
+        }
+    }
+
+    private func count(_ outcome: String, kind: String? = nil) {
+        var labels = ["outcome": outcome]
+        if let kind { labels["kind"] = kind }
+        Metrics.shared.increment("storeledger_signer_requests_total", labels)
+    }
+
+    private func writeMetrics() {
+        let stats = signer.nonces.stats
+        Metrics.shared.set("storeledger_signer_nonces_remembered", to: Double(stats.nonces))
+        Metrics.shared.set("storeledger_signer_nonce_registry_bytes", to: Double(stats.bytes))
+        guard let path = config.metricsFile else { return }
+        let temporary = path + ".tmp"
+        do {
+            try Data(Metrics.shared.exposition().utf8).write(to: URL(fileURLWithPath: temporary))
+            // rename(2) replaces atomically: a reader never sees a half-written file.
+            guard rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        } catch {
+            logger.warning("metrics_write_failed", ["path": .string(path), "error": .string("\(error)")])
+        }
+    }
+}
+
+/// Requests answered but not yet committed, shared by the poll loop and the commit thread.
+private final class PendingCommits: Sendable {
+    let records = Mutex<[KafkaRecord]>([])
+}

@@ -1,0 +1,157 @@
+import Crypto
+import Domain
+import Foundation
+import XCTest
+
+/// Contract: `storeledger offer sign` makes, for the fixture inputs, legacy signatures that verify
+/// with OpenSSL against the published public key over the fixture's expected payload, echoing the
+/// lowercased nonce and the timestamp. `storeledger offer eligibility` applies the offer rules (R8,
+/// R9) to an account's history; the transcripts below pin each rule: intro variant only for
+/// accounts that never had a trial or intro in the group under any Apple ID; previous subscribers
+/// only; win-back only when lapsed; upgrade only from a lower level; per-account limits counted in
+/// redemptions (consecutive periods carrying the offer id are one redemption).
+final class OfferCommandTests: XCTestCase {
+    private func storeledger(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    func testOfferSignMatchesTheFixtureVectorsAndVerifiesWithOpenSSL() throws {
+        let inputs = try Fixtures.json("promo-offer/v1-signature-inputs.json")
+        let publicKey = try PublicKey(pem: try XCTUnwrap(inputs["public_key_spki_pem"] as? String))
+        let keyPath = Fixtures.root.appendingPathComponent("apple-lib/certs/testSigningKey.p8").path
+        for vector in try XCTUnwrap(inputs["vectors"] as? [[String: Any]]) {
+            let (status, output) = try storeledger([
+                "offer", "sign", "--key", keyPath, "--key-id", vector["keyId"] as! String, "--bundle-id", vector["bundleId"] as! String,
+                "--product", vector["productId"] as! String, "--offer", vector["offerId"] as! String,
+                "--username", vector["appAccountToken_or_applicationUsername"] as! String, "--nonce", vector["nonce"] as! String,
+                "--timestamp", String((vector["timestamp"] as! NSNumber).int64Value), "--json",
+            ])
+            XCTAssertEqual(status, 0)
+            let answer = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
+            XCTAssertEqual(Set(answer.keys), ["keyIdentifier", "nonce", "timestamp", "signature"])
+            XCTAssertEqual(answer["nonce"] as? String, (vector["nonce"] as! String).lowercased())
+            XCTAssertEqual((answer["timestamp"] as? NSNumber)?.int64Value, (vector["timestamp"] as! NSNumber).int64Value)
+            let der = try XCTUnwrap((answer["signature"] as? String).flatMap { Base64.decode($0) })
+            XCTAssertTrue(publicKey.verify(signature: der, message: Array((vector["expected_payload"] as! String).utf8)))
+        }
+        let (status, _) = try storeledger(["offer", "sign", "--key", keyPath, "--key-id", "K", "--bundle-id", "b", "--product", "p",
+                                           "--offer", "o", "--nonce", "not-a-uuid"])
+        XCTAssertEqual(status, 2, "usage error")
+    }
+
+    // MARK: eligibility transcripts
+
+    private let now: Int64 = 1_800_000_000_000
+    private let day: Int64 = 86_400_000
+
+    private func grant(_ key: String, _ tx: String, _ product: String, from start: Int64, to end: Int64, trial: Bool = false,
+                       intro: Bool = false, offer: String? = nil, refundedAt: Int64? = nil) -> (String, PurchaseGrant) {
+        (key, PurchaseGrant(purchaseId: "p-\(tx)", transactionId: tx, originalTransactionId: key, productId: product,
+                            productKind: .autoRenewable, group: "vip", startMs: start, endMs: end,
+                            cut: refundedAt.map { Cut(atMs: $0, kind: .refund) },
+                            finance: FinanceFlags(isTrial: trial, isIntro: intro, promotionalOfferId: offer)))
+    }
+
+    /// Runs `offer eligibility` for user "u" on these purchases and returns the vip group's answer.
+    private func eligibility(_ grants: [(String, PurchaseGrant)]) throws -> [String: Any] {
+        var states: [String: SubscriptionState] = [:]
+        for (key, grant) in grants {
+            var state = states[key] ?? SubscriptionState(subscriptionKey: key, userId: "u")
+            state.grants[grant.purchaseId] = grant
+            if let interval = entitledInterval(of: grant) { state.granted[grant.purchaseId] = interval }
+            states[key] = state
+        }
+        let directory = FileManager.default.temporaryDirectory
+        let statesPath = directory.appendingPathComponent("offer-states-\(UUID().uuidString).json").path
+        let catalogPath = directory.appendingPathComponent("offer-catalog-\(UUID().uuidString).json").path
+        defer {
+            try? FileManager.default.removeItem(atPath: statesPath)
+            try? FileManager.default.removeItem(atPath: catalogPath)
+        }
+        try JSONEncoder().encode(Array(states.values)).write(to: URL(fileURLWithPath: statesPath))
+        try JSONEncoder().encode(OfferCluster.catalog).write(to: URL(fileURLWithPath: catalogPath))
+        let (status, output) = try storeledger(["offer", "eligibility", "--user", "u", "--group", "vip", "--catalog", catalogPath,
+                                                "--states", statesPath, "--now", String(now)])
+        XCTAssertEqual(status, 0, output)
+        let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        return try XCTUnwrap((object?["groups"] as? [[String: Any]])?.first)
+    }
+
+    private func introEligible(_ answer: [String: Any]) -> Bool? { (answer["introOffer"] as? [String: Any])?["eligible"] as? Bool }
+    private func shown(_ answer: [String: Any]) -> String? {
+        (answer["products"] as? [[String: Any]])?.first { $0["productId"] as? String == "vip.1m" }?["show"] as? String
+    }
+    private func offerCodes(_ answer: [String: Any]) -> [String: String] {
+        var codes: [String: String] = [:]
+        for offer in answer["offers"] as? [[String: Any]] ?? [] {
+            codes[offer["offerId"] as! String] = (offer["code"] as? String) ?? "eligible"
+        }
+        return codes
+    }
+
+    func testNewAccountGetsTheIntroVariantAndNoPromotionalOffer() throws {
+        let answer = try eligibility([])
+        XCTAssertEqual(introEligible(answer), true)
+        XCTAssertEqual(shown(answer), "vip.1m.intro")
+        XCTAssertEqual(offerCodes(answer), ["winback": "not_a_previous_subscriber", "loyalty": "not_a_previous_subscriber",
+                                            "upgrade": "not_a_previous_subscriber"])
+    }
+
+    func testTrialOrIntroUnderAnyAppleIDEndsIntroEligibility() throws {
+        // Apple ID 1 had a trial; Apple ID 2 (another subscription of the same account) bought plainly.
+        let answer = try eligibility([
+            grant("A", "a1", "vip.1m.intro", from: now - 100 * day, to: now - 93 * day, trial: true),
+            grant("B", "b1", "vip.1m", from: now - 40 * day, to: now - 10 * day),
+        ])
+        XCTAssertEqual(introEligible(answer), false)
+        XCTAssertEqual(shown(answer), "vip.1m")
+        let intro = try eligibility([grant("A", "a1", "vip.1m.intro", from: now - 100 * day, to: now - 70 * day, intro: true)])
+        XCTAssertEqual(introEligible(intro), false)
+        let plain = try eligibility([grant("A", "a1", "vip.1m", from: now - 100 * day, to: now - 70 * day)])
+        XCTAssertEqual(introEligible(plain), true, "a plain purchase does not use up the intro offer")
+    }
+
+    func testLapsedCurrentAndLevelRules() throws {
+        let lapsed = try eligibility([grant("A", "a1", "vip.1m", from: now - 60 * day, to: now - 30 * day)])
+        XCTAssertEqual(offerCodes(lapsed), ["winback": "eligible", "loyalty": "not_subscribed", "upgrade": "not_subscribed"])
+
+        let refunded = try eligibility([grant("A", "a1", "vip.1m", from: now - 10 * day, to: now + 20 * day, refundedAt: now - 5 * day)])
+        XCTAssertEqual(offerCodes(refunded)["winback"], "eligible", "a refund ended the subscription")
+
+        let current = try eligibility([grant("A", "a1", "vip.1m", from: now - 10 * day, to: now + 20 * day)])
+        XCTAssertEqual(offerCodes(current), ["winback": "still_subscribed", "loyalty": "eligible", "upgrade": "eligible"])
+
+        let premium = try eligibility([grant("A", "a1", "vip.12m.premium", from: now - 10 * day, to: now + 355 * day)])
+        XCTAssertEqual(offerCodes(premium)["upgrade"], "not_on_a_lower_level")
+    }
+
+    func testRedemptionLimitsCountRedemptionsNotPeriods() throws {
+        // One win-back redemption spanning three discounted months, long ago: the limit of 1 is reached.
+        let once = try eligibility([
+            grant("A", "a1", "vip.1m", from: now - 300 * day, to: now - 270 * day),
+            grant("A", "a2", "vip.1m", from: now - 200 * day, to: now - 170 * day, offer: "winback"),
+            grant("A", "a3", "vip.1m", from: now - 170 * day, to: now - 140 * day, offer: "winback"),
+            grant("A", "a4", "vip.1m", from: now - 140 * day, to: now - 110 * day, offer: "winback"),
+        ])
+        XCTAssertEqual(offerCodes(once)["winback"], "redemption_limit_reached")
+        XCTAssertEqual((once["offers"] as? [[String: Any]])?.first { $0["offerId"] as? String == "winback" }?["redemptions"] as? Int, 1)
+
+        // Loyalty allows two: once on each Apple ID reaches it.
+        let loyalty = try eligibility([
+            grant("A", "a1", "vip.1m", from: now - 100 * day, to: now - 70 * day, offer: "loyalty"),
+            grant("B", "b1", "vip.1m", from: now - 10 * day, to: now + 20 * day, offer: "loyalty"),
+        ])
+        XCTAssertEqual(offerCodes(loyalty)["loyalty"], "redemption_limit_reached")
+        let loyaltyOnce = try eligibility([grant("B", "b1", "vip.1m", from: now - 10 * day, to: now + 20 * day, offer: "loyalty")])
+        XCTAssertEqual(offerCodes(loyaltyOnce)["loyalty"], "eligible")
+    }
+}

@@ -1,0 +1,198 @@
+import Domain
+import Foundation
+import Kafka
+import Runtime
+import Synchronization
+import XCTest
+
+/// The cluster plus what offers need: a catalog with intro variants and promotional offers (given to
+/// ingest and classify through STORELEDGER_CATALOG) and a `storeledger signer` process holding the
+/// fixture key testSigningKey.p8. The signer runs under `/bin/sh -c 'exec storeledger signer 2>LOG'`
+/// so its log lines can be inspected (exec keeps one pid: the signer's).
+final class OfferCluster: @unchecked Sendable {
+    // Safe: set once in start() on the test thread, read afterwards.
+    let cluster: Cluster
+    let directory: URL
+    private(set) var signerSupervisor: Supervisor?
+    var catalogPath: String { directory.appendingPathComponent("catalog.json").path }
+    var signerLogPath: String { directory.appendingPathComponent("signer.log").path }
+    var signerMetricsPath: String { directory.appendingPathComponent("signer.prom").path }
+
+    static let bundleId = "com.storeledger.offers-test"
+    static let keyId = "TESTKEY001"
+    static let issuerId = "57246542-96fe-1a63-e053-0824d011072a"
+    static let signTimeoutMs: Int64 = 1500
+    static let day: Int64 = 86_400_000
+
+    /// vip.1m (plain) and vip.1m.intro (same subscription with an intro offer, R8) at level 2,
+    /// vip.12m.premium at level 1, and one promotional offer per audience.
+    static let catalog = Catalog(
+        bundleId: bundleId,
+        products: [
+            CatalogProduct(id: "vip.1m", kind: .autoRenewable, group: "vip", level: 2, durationDays: 30, introVariantOf: "vip.1m.intro"),
+            CatalogProduct(id: "vip.1m.intro", kind: .autoRenewable, group: "vip", level: 2, durationDays: 30),
+            CatalogProduct(id: "vip.12m.premium", kind: .autoRenewable, group: "vip", level: 1, durationDays: 365),
+        ],
+        promotionalOffers: [
+            PromotionalOffer(id: "winback", productId: "vip.1m", audience: .lapsed, maxRedemptionsPerUser: 1, priority: 10),
+            PromotionalOffer(id: "loyalty", productId: "vip.1m", audience: .current, maxRedemptionsPerUser: 2, priority: 20),
+            PromotionalOffer(id: "upgrade", productId: "vip.12m.premium", audience: .currentLowerLevel, priority: 10),
+        ])
+
+    init() throws {
+        cluster = try Cluster()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("offer-cluster-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    static var signingKeyPath: String { get throws { Fixtures.root.appendingPathComponent("apple-lib/certs/testSigningKey.p8").path } }
+
+    func start() throws {
+        _ = try Fixtures.data("apple-lib/certs/testSigningKey.p8")
+        try JSONEncoder().encode(Self.catalog).write(to: URL(fileURLWithPath: catalogPath))
+        try cluster.start(extraEnvironment: ["STORELEDGER_CATALOG": catalogPath,
+                                             "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)])
+        try startSigner()
+    }
+
+    func startSigner() throws {
+        let supervisor = Supervisor(executable: "/bin/sh")
+        let binary = try Cluster.binary()
+        try supervisor.start(.init(role: "signer", arguments: ["-c", "exec \"$0\" signer 2>>\"$1\"", binary, signerLogPath], environment: [
+            "KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+            "STORELEDGER_SIGNING_KEYS": "\(Self.keyId)=\(try Self.signingKeyPath)",
+            "STORELEDGER_SIGNING_ISSUER_ID": Self.issuerId,
+            "STORELEDGER_SIGNER_METRICS_FILE": signerMetricsPath,
+            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
+            "STORELEDGER_LOG_LEVEL": "info",
+        ], onExit: .ignore))
+        signerSupervisor = supervisor
+    }
+
+    var signerPid: Int32? { signerSupervisor?.pid(of: "signer") }
+
+    func stop() {
+        signerSupervisor?.stopAll()
+        cluster.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Seeds a purchase history through the real pipeline: one V1 notification per subscription
+    /// (Apple's facts: periods, trial/intro flags, promotional_offer_id) POSTed to ingest, then the
+    /// account link. V1 notifications carry no account, and app receipt decoding (which links a
+    /// subscription to the uploading user) is not enabled yet, so the link is the command classify
+    /// emits for a receipt upload, written to storeledger.membership.commands.
+    func seed(user: String, subscriptions: [OfferSubscription]) throws {
+        for subscription in subscriptions {
+            let response = try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: try subscription.notification())
+            guard response.status == 200 else { throw ClusterError("seeding \(subscription.key): ingest answered \(response.status)") }
+        }
+        let producer = try KafkaProducer(config: cluster.kafka(clientId: "offer-seed"))
+        defer { producer.close() }
+        for subscription in subscriptions {
+            let link = MembershipCommand(commandId: "test-link:\(subscription.key):\(user)", subscriptionKey: subscription.key,
+                                         action: .linkUser(UserLink(userId: user, via: "receipt-upload")),
+                                         reason: "receipt uploaded by app user \(user)",
+                                         cause: Cause(source: .appReceipt, eventId: "test-link:\(subscription.key)"))
+            _ = try producer.sendAndWait(topic: Topic.commands, key: Array(subscription.key.utf8),
+                                         value: [UInt8](try JSONEncoder().encode(link)), timeout: .seconds(5))
+        }
+        let expected = subscriptions.reduce(0) { $0 + $1.purchases.count }
+        try waitUntil("user \(user)'s \(expected) purchases are in PostgreSQL", timeout: 40, interval: 0.25) {
+            let rows = try cluster.database().query("SELECT state::text AS state FROM subscriptions WHERE user_id = \(user)")
+            let states = try rows.map { try JSONDecoder().decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
+            return states.reduce(0) { $0 + $1.grants.count } >= expected
+        }
+    }
+}
+
+/// One subscription (one Apple ID) and its transactions, as a V1 notification would report them.
+struct OfferSubscription {
+    struct Purchase {
+        var transactionId: String
+        var productId: String
+        var startMs: Int64
+        var endMs: Int64
+        var isTrial = false
+        var isIntro = false
+        var promotionalOfferId: String?
+    }
+
+    var key: String
+    var purchases: [Purchase]
+
+    /// The real INITIAL_BUY fixture, renamed, with these transactions in `latest_receipt_info`.
+    func notification() throws -> Data {
+        var body = try V1Bodies.initialBuy(originalTransactionId: key)
+        var unified = body["unified_receipt"] as! [String: Any]
+        let template = (unified["latest_receipt_info"] as! [[String: Any]])[0]
+        unified["latest_receipt_info"] = purchases.map { purchase -> [String: Any] in
+            var row = template
+            row["transaction_id"] = purchase.transactionId
+            row["web_order_line_item_id"] = purchase.transactionId + "1"
+            row["product_id"] = purchase.productId
+            row["purchase_date_ms"] = String(purchase.startMs)
+            row["expires_date_ms"] = String(purchase.endMs)
+            for name in ["purchase_date", "purchase_date_pst", "expires_date", "expires_date_pst"] { row.removeValue(forKey: name) }
+            row["is_trial_period"] = purchase.isTrial ? "true" : "false"
+            row["is_in_intro_offer_period"] = purchase.isIntro ? "true" : "false"
+            if let offer = purchase.promotionalOfferId { row["promotional_offer_id"] = offer }
+            return row
+        }
+        var pending = unified["pending_renewal_info"] as! [[String: Any]]
+        pending[0]["product_id"] = purchases.last?.productId
+        pending[0]["auto_renew_product_id"] = purchases.last?.productId
+        unified["pending_renewal_info"] = pending
+        body["unified_receipt"] = unified
+        body["auto_renew_product_id"] = purchases.last?.productId
+        return try V1Bodies.data(body)
+    }
+}
+
+/// Sockets of a process, from /proc: its fds' socket inodes matched against the kernel's socket
+/// tables of its network namespace.
+enum ProcessSockets {
+    struct Socket: CustomStringConvertible {
+        var table: String
+        var localPort: Int?
+        /// TCP LISTEN (state 0A) or a Unix socket accepting connections (__SO_ACCEPTCON).
+        var listening: Bool
+        var description: String { "\(table):\(localPort.map(String.init) ?? "-")\(listening ? " LISTEN" : "")" }
+    }
+
+    static func inodes(pid: Int32) throws -> Set<String> {
+        let fdDirectory = "/proc/\(pid)/fd"
+        var inodes: Set<String> = []
+        for fd in try FileManager.default.contentsOfDirectory(atPath: fdDirectory) {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(fd)"),
+                  target.hasPrefix("socket:[") else { continue }
+            inodes.insert(String(target.dropFirst(8).dropLast()))
+        }
+        return inodes
+    }
+
+    /// Every socket `pid` holds that the tcp, tcp6, udp, udp6 or unix tables know.
+    static func all(pid: Int32) throws -> [Socket] {
+        let mine = try inodes(pid: pid)
+        var sockets: [Socket] = []
+        for table in ["tcp", "tcp6", "udp", "udp6", "unix"] {
+            // /proc files report size 0: read to EOF rather than by size.
+            guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/net/\(table)")?.readDataToEndOfFile() else { continue }
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                if table == "unix" {
+                    // Num RefCount Protocol Flags Type St Inode [Path]
+                    guard fields.count > 6, mine.contains(String(fields[6])) else { continue }
+                    let flags = Int(fields[3], radix: 16) ?? 0
+                    sockets.append(Socket(table: table, localPort: nil, listening: flags & 0x10000 != 0))
+                } else {
+                    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+                    guard fields.count > 9, mine.contains(String(fields[9])) else { continue }
+                    let port = Int(fields[1].split(separator: ":").last ?? "", radix: 16)
+                    sockets.append(Socket(table: table, localPort: port, listening: table.hasPrefix("tcp") && fields[3] == "0A"))
+                }
+            }
+        }
+        return sockets
+    }
+}

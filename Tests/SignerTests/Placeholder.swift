@@ -1,2 +1,0 @@
-import XCTest
-final class SignerTestsPlaceholder: XCTestCase { func testBuilds() { XCTAssertTrue(true) } }

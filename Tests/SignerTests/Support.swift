@@ -1,0 +1,102 @@
+import Crypto
+import Foundation
+import XCTest
+
+/// Paths and fixtures for the signer tests (fixtures stay in ../shared/fixtures, never copied).
+enum SignerFixtures {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let root = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/fixtures")
+
+    static func path(_ relative: String) throws -> String {
+        let url = root.appendingPathComponent(relative)
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw XCTSkip("fixture \(relative) not found under \(root.path) (../shared is absent)")
+        }
+        return url.path
+    }
+
+    static var signingKeyPath: String { get throws { try path("apple-lib/certs/testSigningKey.p8") } }
+
+    static func signingKey() throws -> P256PrivateKey {
+        try P256PrivateKey(pem: String(contentsOfFile: try signingKeyPath, encoding: .utf8))
+    }
+
+    struct Vector: Decodable {
+        var bundleId: String
+        var keyId: String
+        var productId: String
+        var offerId: String
+        var appAccountToken_or_applicationUsername: String
+        var nonce: String
+        var timestamp: Int64
+        var expected_payload: String
+    }
+
+    struct Inputs: Decodable {
+        var public_key_spki_pem: String
+        var vectors: [Vector]
+    }
+
+    static func inputs() throws -> Inputs {
+        let data = try Data(contentsOf: URL(fileURLWithPath: try path("promo-offer/v1-signature-inputs.json")))
+        return try JSONDecoder().decode(Inputs.self, from: data)
+    }
+}
+
+/// Runs a command and returns its standard output; fails the test on a non-zero exit.
+func runTool(_ executable: String, _ arguments: [String], stdin: Data? = nil) throws -> Data {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe(), errors = Pipe(), input = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(stdin) }
+    try input.fileHandleForWriting.close()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw ToolFailure(description: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(errorText)")
+    }
+    return data
+}
+
+struct ToolFailure: Error, CustomStringConvertible { let description: String }
+
+/// The project venv's python with Apple's app-store-server-library (scripts/offer-python-env.sh
+/// creates it on first use; that needs PyPI).
+enum ApplePython {
+    static func python() throws -> String {
+        let script = SignerFixtures.packageRoot.appendingPathComponent("scripts/offer-python-env.sh").path
+        let output = try runTool("/bin/bash", [script])
+        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func run(_ arguments: [String], json: Any) throws -> Any {
+        let script = SignerFixtures.packageRoot.appendingPathComponent("scripts/apple_python_offer.py").path
+        let output = try runTool(try python(), [script] + arguments, stdin: try JSONSerialization.data(withJSONObject: json))
+        return try JSONSerialization.jsonObject(with: output)
+    }
+}
+
+/// A JWS split into its decoded parts.
+struct DecodedJWS {
+    var header: [String: Any]
+    var claims: [String: Any]
+    var signingInput: [UInt8]
+    var signature: [UInt8]
+
+    init(_ jws: String) throws {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claims = Base64URL.decode(parts[1]),
+              let signature = Base64URL.decode(parts[2]) else { throw ToolFailure(description: "not a compact JWS") }
+        self.header = try JSONSerialization.jsonObject(with: Data(header)) as? [String: Any] ?? [:]
+        self.claims = try JSONSerialization.jsonObject(with: Data(claims)) as? [String: Any] ?? [:]
+        self.signingInput = Array((parts[0] + "." + parts[1]).utf8)
+        self.signature = signature
+    }
+}
