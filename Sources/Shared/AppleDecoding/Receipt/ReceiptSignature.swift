@@ -53,15 +53,21 @@ struct SignedReceiptMessage {
         let contentInfo = try reader.next()
         guard reader.isAtEnd, contentInfo.isUniversal(ASN1Element.sequence) else { return nil }
         let info = try ASN1Reader.children(of: contentInfo)
-        guard info.count == 2, info[0].isUniversal(6), Array(info[0].content) == oidSignedData,
+        guard info.count == 2, isObjectIdentifier(info[0]), Array(info[0].content) == oidSignedData,
               info[1].tagClass == 2, info[1].tagNumber == 0 else { return nil }
         let explicit = try ASN1Reader.children(of: info[1])
         guard explicit.count == 1, explicit[0].isUniversal(ASN1Element.sequence) else { return nil }
         let signedData = try ASN1Reader.children(of: explicit[0], depth: 1)
-        guard signedData.count >= 4, signedData[0].isUniversal(ASN1Element.integer) else { return nil }
+        guard signedData.count >= 4, signedData[0].isUniversal(ASN1Element.integer), !signedData[0].constructed,
+              signedData[0].content.count == 1, signedData[1].isUniversal(ASN1Element.set), signedData[1].constructed else { return nil }
+        // digestAlgorithms: CMS_verify sets up a digest for each, so each must be one we know.
+        for algorithmIdentifier in try ASN1Reader.children(of: signedData[1], depth: 2) {
+            guard let oid = try algorithm(algorithmIdentifier), digestOIDs[oid] != nil else { return nil }
+        }
         // encapContentInfo: data, with the content embedded (OCTET STRING, possibly BER chunks).
+        guard signedData[2].isUniversal(ASN1Element.sequence) else { return nil }
         let encap = try ASN1Reader.children(of: signedData[2], depth: 2)
-        guard encap.count == 2, encap[0].isUniversal(6), Array(encap[0].content) == oidData,
+        guard encap.count == 2, isObjectIdentifier(encap[0]), Array(encap[0].content) == oidData,
               encap[1].tagClass == 2, encap[1].tagNumber == 0 else { return nil }
         let wrapped = try ASN1Reader.children(of: encap[1], depth: 3)
         guard wrapped.count == 1, let content = try octets(wrapped[0], depth: 4) else { return nil }
@@ -83,11 +89,13 @@ struct SignedReceiptMessage {
     }
 
     private static func signerInfo(_ element: ASN1Element, content: [UInt8], certificates: [[UInt8]]) throws(ASN1Error) -> SignedReceiptMessage? {
+        guard element.isUniversal(ASN1Element.sequence) else { return nil }
         let fields = try ASN1Reader.children(of: element, depth: 3)
-        guard fields.count >= 5, fields[1].isUniversal(ASN1Element.sequence) else { return nil }
+        guard fields.count >= 5, fields[0].isUniversal(ASN1Element.integer), !fields[0].constructed, fields[0].content.count == 1,
+              fields[1].isUniversal(ASN1Element.sequence) else { return nil }
         // sid: IssuerAndSerialNumber (version 1); SubjectKeyIdentifier is left to OpenSSL.
         let sid = try ASN1Reader.children(of: fields[1], depth: 4)
-        guard sid.count == 2, sid[1].isUniversal(ASN1Element.integer) else { return nil }
+        guard sid.count == 2, sid[0].isUniversal(ASN1Element.sequence), sid[1].isUniversal(ASN1Element.integer), !sid[1].constructed else { return nil }
         var signerIndex: Int?
         for (candidate, der) in certificates.enumerated() {
             guard let (issuer, serial) = try issuerAndSerial(der) else { continue }
@@ -108,7 +116,7 @@ struct SignedReceiptMessage {
             var contentTypeSeen = false
             for attribute in try ASN1Reader.children(of: attributes, depth: 4) {
                 let parts = try ASN1Reader.children(of: attribute, depth: 5)
-                guard parts.count == 2, parts[0].isUniversal(6) else { return nil }
+                guard parts.count == 2, isObjectIdentifier(parts[0]), parts[1].isUniversal(ASN1Element.set) else { return nil }
                 let values = try ASN1Reader.children(of: parts[1], depth: 6)
                 if Array(parts[0].content) == oidMessageDigest {
                     guard values.count == 1, values[0].isUniversal(ASN1Element.octetString), messageDigest == nil else { return nil }
@@ -142,11 +150,26 @@ struct SignedReceiptMessage {
         return result
     }
 
+    /// An AlgorithmIdentifier's OID, when it is `SEQUENCE { OID [, NULL] }` with a well-formed OID.
     private static func algorithm(_ element: ASN1Element) throws(ASN1Error) -> [UInt8]? {
-        guard element.isUniversal(ASN1Element.sequence) else { return nil }
+        guard element.isUniversal(ASN1Element.sequence), element.constructed else { return nil }
         let parts = try ASN1Reader.children(of: element, depth: 5)
-        guard let first = parts.first, first.isUniversal(6) else { return nil }
+        guard let first = parts.first, isObjectIdentifier(first), parts.count <= 2 else { return nil }
+        if parts.count == 2 {
+            guard parts[1].isUniversal(5), !parts[1].constructed, parts[1].content.isEmpty else { return nil }
+        }
         return Array(first.content)
+    }
+
+    /// DER OBJECT IDENTIFIER: primitive, non-empty, minimal subidentifiers, last octet final.
+    private static func isObjectIdentifier(_ element: ASN1Element) -> Bool {
+        guard element.isUniversal(6), !element.constructed, let last = element.content.last, last & 0x80 == 0 else { return false }
+        var startOfSubidentifier = true
+        for byte in element.content {
+            if startOfSubidentifier, byte == 0x80 { return false }
+            startOfSubidentifier = byte & 0x80 == 0
+        }
+        return true
     }
 
     /// The issuer Name (as encoded) and serial number (content octets) of a DER certificate.
