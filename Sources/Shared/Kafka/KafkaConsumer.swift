@@ -113,6 +113,15 @@ public final class KafkaConsumer: Sendable {
         return offsets
     }
 
+    /// How many partitions this member holds now: 0 until the first group join completed
+    /// (which takes seconds on a fresh group).
+    public var assignedPartitionCount: Int {
+        var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client.pointer, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else { return 0 }
+        defer { rd_kafka_topic_partition_list_destroy(assignment) }
+        return Int(assignment.pointee.cnt)
+    }
+
     /// Rewinds every currently assigned partition to its earliest offset. Partitions assigned
     /// later start from the group's committed offsets as usual.
     public func seekToBeginning(timeout: Duration = .seconds(5)) throws(KafkaError) {

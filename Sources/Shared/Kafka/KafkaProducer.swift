@@ -76,6 +76,19 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Blocks until every record sent so far has its completion run, or `timeout` passes.
+    /// Connects and caches metadata for `topics` now, so the first real send does not pay for it
+    /// (a stage's first record would otherwise wait for connection and metadata round trips).
+    public func warmUp(topics: [String], timeout: Duration) {
+        for name in topics {
+            guard let topic = rd_kafka_topic_new(client.pointer, name, nil) else { continue }
+            defer { rd_kafka_topic_destroy(topic) }
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            if rd_kafka_metadata(client.pointer, 0, topic, &metadata, timeout.rdMilliseconds) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                rd_kafka_metadata_destroy(metadata)
+            }
+        }
+    }
+
     public func flush(timeout: Duration) throws(KafkaError) {
         let deadline = ContinuousClock.now + timeout
         while state.inFlight.load(ordering: .acquiring) > 0 {

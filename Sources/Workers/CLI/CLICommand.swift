@@ -45,9 +45,14 @@ struct Environment {
             throw UsageError("no Kafka bootstrap servers: pass --bootstrap or set KAFKA_BOOTSTRAP_SERVERS")
         }
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
-        if let session = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"], let ms = Int64(session) {
+        let environment = ProcessInfo.processInfo.environment
+        if let session = environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"], let ms = Int64(session) {
             config.sessionTimeout = .milliseconds(ms)
-            config.heartbeatInterval = .milliseconds(max(100, ms / 10))
+            config.heartbeatInterval = .milliseconds(max(100, ms / 6))
+        }
+        // The embedded broker answers an empty fetch only after fetch.wait.max.ms: keep it short there.
+        if let wait = environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"], let ms = Int64(wait) {
+            config.fetchMaxWait = .milliseconds(ms)
         }
         return config
     }

@@ -56,17 +56,31 @@ struct DevCommand: CLICommand {
         }
         _ = try Migrator.migrate(try PGConnection(url: databaseURL), Schema.migrations)
 
-        let environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL]
+        // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
+        let environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
+                           "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
         let ingestPort = port == 0 ? try freePort() : port
         let ingestPid = try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(ingestPort)],
                                                    environment: environment))
         var pids = ["broker": brokerPid, "ingest": ingestPid]
+        let ready = Mutex<Set<String>>([])
+        let allReady = DispatchSemaphore(value: 0)
         for stage in DevCommand.stages {
-            pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment))
+            pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment)) { line in
+                guard line.hasPrefix("STAGE_READY ") else { return }
+                let count = ready.withLock { set -> Int in set.insert(stage); return set.count }
+                if count == DevCommand.stages.count { allReady.signal() }
+            }
+        }
+        // READY means a notification posted now flows through at once: every stage holds partitions.
+        if allReady.wait(timeout: .now() + 60) == .timedOut {
+            logger.warning("dev_stages_not_ready", ["ready": .string(ready.withLock { $0.sorted().joined(separator: ",") })])
         }
 
         // Machine-readable lines first (tests and scripts parse them), then a human summary.
         var lines = ["BOOTSTRAP=\(servers)", "DATABASE_URL=\(redacted(databaseURL))", "INGEST=http://127.0.0.1:\(ingestPort)"]
+        if let embedded { lines.append("POSTGRES_DIR=\(embedded.directory)") }
         lines += pids.keys.sorted().map { "PID \($0)=\(pids[$0]!)" }
         lines += [
             "READY",

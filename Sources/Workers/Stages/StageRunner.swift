@@ -80,9 +80,23 @@ public final class StageRunner {
             producer.close()
         }
         var database: PGConnection?
+        // Every topic a stage may write: connecting and fetching metadata now keeps it off the first record.
+        producer.warmUp(topics: [Topic.decoded, Topic.unique, Topic.commands, Topic.deadLetter], timeout: .seconds(5))
         logger.info("stage_started", ["group": .string(config.groupId), "topics": .string(logic.inputTopics.joined(separator: ","))])
+        var announcedReady = false
+        var assignedSince: ContinuousClock.Instant?
         while !stop.isStopped {
             let records = try consumer.poll(maxRecords: config.maxBatch, timeout: config.pollTimeout)
+            // After the join the consumer still looks up committed offsets before fetching; librdkafka
+            // does not expose when that finished, so allow it half a second.
+            if assignedSince == nil, consumer.assignedPartitionCount > 0 { assignedSince = .now }
+            if !announcedReady, let since = assignedSince, ContinuousClock.now - since > .milliseconds(500) {
+                // Supervisors (storeledger dev, tests) wait for this line before declaring the set ready.
+                announcedReady = true
+                print("STAGE_READY \(logic.name)")
+                fflush(nil)
+                logger.info("stage_ready", ["partitions": .of(consumer.assignedPartitionCount)])
+            }
             guard !records.isEmpty else { continue }
             var attempt = 0
             while true {

@@ -58,14 +58,18 @@ final class Cluster: @unchecked Sendable {
         let port = try Cluster.freePort()
         ingestURL = "http://127.0.0.1:\(port)"
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000", "STORELEDGER_KAFKA_FETCH_WAIT_MS": "10",
                            "STORELEDGER_LOG_LEVEL": ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"]
         environment.merge(extraEnvironment) { $1 }
         try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
                                    environment: environment, onExit: .ignore))
+        let readyStages = Mutex<Set<String>>([])
         for stage in Cluster.stages {
-            try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment, onExit: .ignore))
+            try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment, onExit: .ignore)) { line in
+                if line.hasPrefix("STAGE_READY ") { readyStages.withLock { _ = $0.insert(stage) } }
+            }
         }
+        try waitUntil("every stage joined its consumer group", timeout: 60) { readyStages.withLock { $0.count } == Cluster.stages.count }
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
     }
 
@@ -91,8 +95,9 @@ final class Cluster: @unchecked Sendable {
 
     func kafka(clientId: String = "integration-test") -> KafkaConfig {
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
-        config.sessionTimeout = .seconds(6)
+        config.sessionTimeout = .seconds(3)
         config.heartbeatInterval = .milliseconds(500)
+        config.fetchMaxWait = .milliseconds(10)
         return config
     }
 
