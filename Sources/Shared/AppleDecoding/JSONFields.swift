@@ -22,10 +22,17 @@ struct JSONFields {
 
     func int64(_ key: String) -> Int64? {
         switch object[key] {
-        case let s as String: return Int64(s) ?? Double(s).map { Int64($0) }
-        case let n as NSNumber: return Int64(truncating: n)   // fractional ms (Xcode) truncate
+        case let s as String: return Int64(s) ?? Double(s).flatMap(Self.int64)
+        case let n as NSNumber: return Self.int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
         default: return nil
         }
+    }
+
+    /// A double that fits in Int64 (truncated), else nil: hostile input like "1745044952000100000000000000"
+    /// must be a missing value, never a trap.
+    static func int64(_ value: Double) -> Int64? {
+        guard value.isFinite, value > -9.2e18, value < 9.2e18 else { return nil }
+        return Int64(value)
     }
 
     func int(_ key: String) -> Int? { int64(key).map { Int($0) } }
