@@ -36,10 +36,30 @@ public struct StoreState: Sendable {
     public let config: StoreConfig
     public private(set) var users: [String: SimUser] = [:]
     public private(set) var subscriptions: [String: SimSubscription] = [:]
+    /// Digits that make this state's ids unique: the run, then the user (or probe) number.
+    public let idPrefix: String
     private var nextTransaction: Int64 = 0
     private var nextWebOrder: Int64 = 0
 
-    public init(config: StoreConfig) { self.config = config }
+    /// `block` numbers the independent id ranges (one per simulated user), so states built apart
+    /// can be merged without collisions.
+    public init(config: StoreConfig, block: Int = 0) {
+        self.config = config
+        let run = String(1000 + config.runId)
+        let user = String(block % 10_000_000)
+        self.idPrefix = run + String(repeating: "0", count: 7 - user.count) + user
+    }
+
+    /// Overwrites one subscription (scripts that need what Apple said before a later change).
+    public mutating func replace(_ subscription: SimSubscription) {
+        subscriptions[subscription.originalTransactionId] = subscription
+    }
+
+    /// Adds another state's users and subscriptions (built with another `block`).
+    public mutating func absorb(_ other: StoreState) {
+        users.merge(other.users) { $1 }
+        subscriptions.merge(other.subscriptions) { $1 }
+    }
 
     public func user(_ id: String) throws -> SimUser {
         guard let user = users[id] else { throw SimulatorError("unknown user \(id)") }
@@ -63,15 +83,21 @@ public struct StoreState: Sendable {
 
     // MARK: ids
 
-    /// 16 digits, like Apple's (`1000000318407192`), unique per run.
+    /// Numeric like Apple's (`1000000318407192`), 15 to 17 digits, unique per run and block.
     private mutating func newTransactionId() -> String {
         nextTransaction += 1
-        return String(1_000_000_000_000_000 + Int64(config.runId) * 1_000_000_000 + nextTransaction)
+        return idPrefix + Self.pad(nextTransaction, 4)
     }
 
+    /// An INTEGER in receipts (attribute 1711): starts with 5 and fits Int64.
     private mutating func newWebOrderLineItemId() -> String {
         nextWebOrder += 1
-        return String(5_000_000_000_000_000 + Int64(config.runId) * 1_000_000_000 + nextWebOrder)
+        return "5" + idPrefix.dropFirst() + Self.pad(nextWebOrder, 4)
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let text = String(value)
+        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
     }
 
     // MARK: users
@@ -263,6 +289,9 @@ public struct StoreState: Sendable {
     public mutating func failRenewal(_ otid: String, atMs: Int64, graceMs: Int64?) throws {
         var subscription = try subscription(otid)
         subscription.billing = .retrying(sinceMs: atMs, graceUntilMs: graceMs.map { atMs + $0 })
+        if let graceMs, let end = subscription.latest?.expiresMs, atMs + graceMs > end {
+            subscription.graceWindows.append(GraceWindow(fromMs: end, untilMs: atMs + graceMs))
+        }
         subscriptions[otid] = subscription
         log(subscription.userId, atMs, "renewal charge failed: otid \(otid)\(graceMs.map { " (grace period \($0 / 86_400_000) days)" } ?? " (billing retry)")")
     }

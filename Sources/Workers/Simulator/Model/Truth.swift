@@ -79,6 +79,11 @@ public enum SimBilling: Sendable, Equatable {
     case expired(intent: String)
 }
 
+public struct GraceWindow: Sendable, Equatable {
+    public var fromMs: Int64
+    public var untilMs: Int64
+}
+
 /// One `original_transaction_id`: an auto-renewable subscription, or a one-time purchase
 /// (consumable, non-consumable, non-renewing), whose otid is its own transaction id.
 public struct SimSubscription: Sendable, Equatable {
@@ -95,6 +100,9 @@ public struct SimSubscription: Sendable, Equatable {
     public var billing: SimBilling = .paid
     /// The subscription moved to another storefront: it will not renew under this otid (R6, S10).
     public var movedTo: String?
+    /// Billing grace periods: Apple keeps serving from the end of the period that failed to
+    /// renew until the grace period expires, whether or not billing recovers.
+    public var graceWindows: [GraceWindow] = []
 
     public var latest: SimTransaction? { transactions.last }
     /// The product of the latest period.

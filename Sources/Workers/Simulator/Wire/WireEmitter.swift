@@ -14,9 +14,12 @@ public final class WireEmitter: Sendable {
     /// the whole history; a cap keeps a 100,000-user run's traffic bounded.
     public let v1HistoryLimit: Int
     private let counter = Atomic<Int64>(0)
+    /// The `x5c` header, encoded once (base64 of three certificates is not free).
+    private let x5c: [String]
 
     public init(pki: SimulatorPKI, config: StoreConfig, v1HistoryLimit: Int = 6) {
         self.pki = pki
+        self.x5c = pki.chain.x5c
         self.config = config
         self.v1HistoryLimit = v1HistoryLimit
     }
@@ -222,7 +225,7 @@ public final class WireEmitter: Sendable {
         let t = transaction ?? subscription.transactions.last { $0.purchaseMs <= atMs } ?? subscription.transactions.last!
         let environment = subscription.environment.rawValue
         let key = pki.chain.leaf.key
-        let header: [String: Any] = ["x5c": pki.chain.x5c]
+        let header: [String: Any] = ["x5c": x5c]
         var data: [String: Any] = [
             "bundleId": config.bundleId,
             "bundleVersion": config.bundleVersion,

@@ -1,0 +1,52 @@
+import Foundation
+import Simulator
+import XCTest
+
+/// A `Cluster` whose decode worker trusts the simulated App Store (its generated root, bundle id,
+/// app Apple id, shared secret) and whose classify worker reads the simulator's catalog.
+final class SimulationCluster: @unchecked Sendable {
+    // Safe: set once in init on the test thread, read afterwards.
+    let cluster: Cluster
+    let setup: SimulatorSetup
+    let store: AppStore
+    let emitter: WireEmitter
+    private(set) var verifyReceipt: VerifyReceiptServer?
+
+    /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
+    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:]) throws {
+        let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
+        setup = try SimulatorSetup.prepare(directory: directory)
+        store = AppStore(config: setup.config)
+        emitter = WireEmitter(pki: setup.pki, config: setup.config)
+        var environment = setup.environment.merging(extraEnvironment) { $1 }
+        if verifyReceipt {
+            let server = try VerifyReceiptServer(store: store, pki: setup.pki)
+            try server.start()
+            self.verifyReceipt = server
+            environment.merge(SimulatorSetup.verifyReceiptEnvironment(server.url)) { $1 }
+        }
+        cluster = try Cluster()
+        try cluster.start(extraEnvironment: environment)
+        // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
+        try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
+                                           environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+                                                                             "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
+                                                                             "STORELEDGER_LOG_LEVEL": "warning"]) { $1 },
+                                           onExit: .ignore))
+    }
+
+    var ingestURL: String { cluster.ingestURL }
+
+    var scenarioContext: ScenarioContext {
+        var context = ScenarioContext(ingestURL: ingestURL, store: store, emitter: emitter)
+        context.verifyReceipt = verifyReceipt
+        context.offerPublicKey = setup.offerSigningKey.publicKey
+        return context
+    }
+
+    func stop() {
+        cluster.stop()
+        verifyReceipt?.stop()
+        try? FileManager.default.removeItem(atPath: setup.directory)
+    }
+}
