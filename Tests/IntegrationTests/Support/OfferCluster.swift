@@ -53,6 +53,18 @@ final class OfferCluster: @unchecked Sendable {
         try cluster.start(extraEnvironment: ["STORELEDGER_CATALOG": catalogPath,
                                              "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)])
         try startSigner()
+        try waitUntilSigning()
+    }
+
+    /// The whole path is live once an eligibility JWS (which needs no purchase history) comes back:
+    /// the signer has joined its group and ingest reads the reply topic.
+    func waitUntilSigning() throws {
+        try waitUntil("ingest gets answers from the signer", timeout: 60, interval: 0.2) {
+            let response = try HTTP.post("\(cluster.ingestURL)/v1/offers/signature", json: [
+                "user_id": "readiness-probe", "product_id": "vip.1m", "kind": "introductory-eligibility", "transaction_id": "1",
+            ], timeout: 5)
+            return response.status == 200
+        }
     }
 
     func startSigner() throws {
@@ -128,6 +140,7 @@ struct OfferSubscription {
         let template = (unified["latest_receipt_info"] as! [[String: Any]])[0]
         unified["latest_receipt_info"] = purchases.map { purchase -> [String: Any] in
             var row = template
+            row["bid"] = OfferCluster.bundleId
             row["transaction_id"] = purchase.transactionId
             row["web_order_line_item_id"] = purchase.transactionId + "1"
             row["product_id"] = purchase.productId
@@ -145,6 +158,8 @@ struct OfferSubscription {
         unified["pending_renewal_info"] = pending
         body["unified_receipt"] = unified
         body["auto_renew_product_id"] = purchases.last?.productId
+        // The app's bundle: classify records purchases of another app without granting them.
+        body["bid"] = OfferCluster.bundleId
         return try V1Bodies.data(body)
     }
 }
