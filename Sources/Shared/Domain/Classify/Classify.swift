@@ -254,14 +254,14 @@ struct Classification {
 
     // MARK: evidence
 
+    /// Informational and unknown types are evidence on their own. A known type that brings nothing
+    /// new (Apple telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
     mutating func recordNotification() {
         guard let type else { return }
         if let what = informationalTypes[type] {
             add("record", .record(type), "\(via): \(what)", cause())
         } else if !knownNotificationTypes.contains(type) {
             add("record", .record(type), "\(via): notification type unknown to this version, kept raw and recorded", cause())
-        } else if !commands.contains(where: { if case .linkUser = $0.action { return false } else { return true } }) {
-            add("record", .record(type), "\(via): nothing new about any purchase", cause())
         }
     }
 

@@ -124,6 +124,11 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
     public var price: Int64?
     public var currency: String?
     public var revocationType: String?
+    /// V2 `revocationPercentage` for REFUND_PRORATED, in thousandths of a percent (50000 = 50%).
+    public var revocationPercentage: Int?
+    /// V2 `offerPeriod` (ISO 8601 duration of the offer, e.g. "P1M"), for finance (R10).
+    public var offerPeriod: String?
+    public var storefrontId: String?
 
     public init(transactionId: String, originalTransactionId: String, webOrderLineItemId: String? = nil,
                 productId: String, bundleId: String? = nil, purchaseDateMs: Int64,
@@ -134,7 +139,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
                 offerDiscountType: String? = nil, quantity: Int = 1, productType: String? = nil,
                 inAppOwnershipType: String? = nil, subscriptionGroupIdentifier: String? = nil,
                 appAccountToken: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
-                price: Int64? = nil, currency: String? = nil, revocationType: String? = nil) {
+                price: Int64? = nil, currency: String? = nil, revocationType: String? = nil,
+                revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.webOrderLineItemId = webOrderLineItemId
@@ -163,6 +169,9 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
         self.price = price
         self.currency = currency
         self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.offerPeriod = offerPeriod
+        self.storefrontId = storefrontId
     }
 }
 
@@ -178,11 +187,19 @@ public struct RenewalFacts: Codable, Sendable, Equatable {
     public var gracePeriodExpiresDateMs: Int64?
     public var priceIncreaseStatus: String?
     public var appAccountToken: String?
+    /// V2: when the subscription renews next, and at what price (milli-units) and currency.
+    public var renewalDateMs: Int64?
+    public var renewalPrice: Int64?
+    public var currency: String?
+    /// V2: the offer that applies at the next renewal (raw `offerType`, `offerIdentifier`).
+    public var offerType: Int?
+    public var offerIdentifier: String?
 
     public init(originalTransactionId: String, productId: String? = nil, autoRenewProductId: String? = nil,
                 autoRenewStatus: Bool? = nil, expirationIntent: String? = nil, isInBillingRetryPeriod: Bool? = nil,
                 gracePeriodExpiresDateMs: Int64? = nil, priceIncreaseStatus: String? = nil,
-                appAccountToken: String? = nil) {
+                appAccountToken: String? = nil, renewalDateMs: Int64? = nil, renewalPrice: Int64? = nil,
+                currency: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil) {
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.autoRenewProductId = autoRenewProductId
@@ -192,5 +209,10 @@ public struct RenewalFacts: Codable, Sendable, Equatable {
         self.gracePeriodExpiresDateMs = gracePeriodExpiresDateMs
         self.priceIncreaseStatus = priceIncreaseStatus
         self.appAccountToken = appAccountToken
+        self.renewalDateMs = renewalDateMs
+        self.renewalPrice = renewalPrice
+        self.currency = currency
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
     }
 }
