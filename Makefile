@@ -16,7 +16,7 @@ release: deps
 
 ## Starts broker, PostgreSQL, migrations, ingest and all workers, drives a short demo, stays up until Ctrl-C.
 run: release
-	.build/release/storeledger dev $(RUN_ARGS)
+	.build/release/storeledger dev --catalog deploy/catalog.example.json $(RUN_ARGS)
 
 ## Installs, builds with warnings as errors, runs unit, adapter and integration tests.
 test: deps

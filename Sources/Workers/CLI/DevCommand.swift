@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Postgres
 import Runtime
@@ -9,8 +10,8 @@ import Workers
 struct DevCommand: CLICommand {
     let name = "dev"
     let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest and one worker per stage; print the URLs; Ctrl-C stops everything."
-    let usage = "[--port P] [--partitions N] [--database-url URL]"
-    let optionNames: Set<String> = ["port", "partitions", "database-url"]
+    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE]"
+    let optionNames: Set<String> = ["port", "partitions", "database-url", "catalog"]
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
 
@@ -57,13 +58,22 @@ struct DevCommand: CLICommand {
         _ = try Migrator.migrate(try PGConnection(url: databaseURL), Schema.migrations)
 
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
-        let environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
+        var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
                            "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
                            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
+        if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
+            environment["STORELEDGER_CATALOG"] = catalog
+        }
+        let keyDirectory = try DevSigningKey.create()
+        defer { try? FileManager.default.removeItem(atPath: keyDirectory.path) }
         let ingestPort = port == 0 ? try freePort() : port
         let ingestPid = try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(ingestPort)],
                                                    environment: environment))
         var pids = ["broker": brokerPid, "ingest": ingestPid]
+        var signerEnvironment = environment
+        signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
+        signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
+        pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
         let ready = Mutex<Set<String>>([])
         let allReady = DispatchSemaphore(value: 0)
         for stage in DevCommand.stages {
@@ -121,6 +131,24 @@ struct DevCommand: CLICommand {
         }
         guard bound else { throw DevError("cannot find a free port") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// An ephemeral App Store Connect-style key for the dev signer, so offer signatures work out of
+/// the box; it lives in a private 0700 directory removed on exit and is useless outside dev.
+enum DevSigningKey {
+    static let keyId = "DEVKEY0001"
+
+    static func create() throws -> (path: String, keyFile: String) {
+        let directory = NSTemporaryDirectory() + "storeledger-dev-key-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        let file = directory + "/AuthKey_\(keyId).p8"
+        guard FileManager.default.createFile(atPath: file, contents: Data(try P256PrivateKey.generate().pkcs8PEM().utf8),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw DevError("cannot write the dev signing key")
+        }
+        return (directory, file)
     }
 }
 
