@@ -38,7 +38,7 @@ final class NotificationV2Tests: XCTestCase {
             isTrialPeriod: true, isInIntroOfferPeriod: false, offerType: 1, offerDiscountType: "FREE_TRIAL",
             quantity: 1, productType: "Auto-Renewable Subscription", inAppOwnershipType: "PURCHASED",
             subscriptionGroupIdentifier: "55555", appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138",
-            storefront: "USA", transactionReason: "PURCHASE", price: 10990, currency: "USD"))
+            storefront: "USA", transactionReason: "PURCHASE", price: 10990, currency: "USD", storefrontId: "143441"))
         XCTAssertEqual(event.renewalInfo, RenewalFacts(originalTransactionId: "12345", productId: "com.example.product",
                                                        autoRenewProductId: "com.example.product.2", autoRenewStatus: true,
                                                        expirationIntent: "1", isInBillingRetryPeriod: false,
@@ -48,7 +48,8 @@ final class NotificationV2Tests: XCTestCase {
     func testRefundCarriesRevocationAndOfferFacts() throws {
         let pki = try TestPKI.load()
         let transaction = V2Payloads.transaction(extra: ["revocationDate": 1_698_148_950_000, "revocationReason": 1,
-                                                         "revocationType": "REFUND_PRORATED", "isUpgraded": true,
+                                                         "revocationType": "REFUND_PRORATED", "revocationPercentage": 50000,
+                                                         "offerPeriod": "P1M", "isUpgraded": true,
                                                          "offerType": 2, "offerIdentifier": "abc.123",
                                                          "offerDiscountType": "PAY_AS_YOU_GO"])
         let payload = V2Payloads.notification(type: "REFUND", subtype: nil, signedTransaction: try pki.sign(transaction), signedRenewal: nil)
@@ -57,6 +58,8 @@ final class NotificationV2Tests: XCTestCase {
         XCTAssertEqual(facts.cancellationDateMs, 1_698_148_950_000)
         XCTAssertEqual(facts.cancellationReason, "1")
         XCTAssertEqual(facts.revocationType, "REFUND_PRORATED")
+        XCTAssertEqual(facts.revocationPercentage, 50000)
+        XCTAssertEqual(facts.offerPeriod, "P1M")
         XCTAssertEqual(facts.isUpgraded, true)
         XCTAssertEqual(facts.promotionalOfferId, "abc.123")
         XCTAssertEqual(facts.isTrialPeriod, false)

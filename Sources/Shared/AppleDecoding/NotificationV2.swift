@@ -113,7 +113,10 @@ enum V2Facts {
             storefront: f.string("storefront"),
             transactionReason: f.string("transactionReason"),
             price: f.int64("price"), currency: f.string("currency"),
-            revocationType: f.string("revocationType"))
+            revocationType: f.string("revocationType"),
+            revocationPercentage: f.int("revocationPercentage"),
+            offerPeriod: f.string("offerPeriod"),
+            storefrontId: f.string("storefrontId"))
     }
 
     static func renewal(_ f: JSONFields) -> RenewalFacts? {
@@ -126,6 +129,9 @@ enum V2Facts {
             isInBillingRetryPeriod: f.bool("isInBillingRetryPeriod"),
             gracePeriodExpiresDateMs: f.int64("gracePeriodExpiresDate"),
             priceIncreaseStatus: f.string("priceIncreaseStatus"),
-            appAccountToken: f.string("appAccountToken"))
+            appAccountToken: f.string("appAccountToken"),
+            renewalDateMs: f.int64("renewalDate"), renewalPrice: f.int64("renewalPrice"),
+            currency: f.string("currency"), offerType: f.int("offerType"),
+            offerIdentifier: f.string("offerIdentifier"))
     }
 }
