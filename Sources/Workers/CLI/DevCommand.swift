@@ -10,8 +10,10 @@ import Workers
 struct DevCommand: CLICommand {
     let name = "dev"
     let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest and one worker per stage; print the URLs; Ctrl-C stops everything."
-    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE]"
+    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE] [--demo]"
     let optionNames: Set<String> = ["port", "partitions", "database-url", "catalog"]
+    /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
+    let flagNames: Set<String> = ["demo"]
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
 
@@ -64,6 +66,8 @@ struct DevCommand: CLICommand {
         if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
             environment["STORELEDGER_CATALOG"] = catalog
         }
+        let demo = arguments.has("demo") ? try prepareDemo() : nil
+        if let demo { environment.merge(demo.environment) { $1 } }
         let keyDirectory = try DevSigningKey.create()
         defer { try? FileManager.default.removeItem(atPath: keyDirectory.path) }
         let ingestPort = port == 0 ? try freePort() : port
@@ -105,6 +109,7 @@ struct DevCommand: CLICommand {
         ]
         print(lines.joined(separator: "\n"))
         fflush(nil)
+        if let demo { try runDemo(demo, ingestURL: "http://127.0.0.1:\(ingestPort)", bootstrap: servers, databaseURL: databaseURL) }
         stop.wait()
         if let role = failed.withLock({ $0 }) {
             logger.error("dev_child_failed", ["role": .string(role), "action": "stopping everything"])

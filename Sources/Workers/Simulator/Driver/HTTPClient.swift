@@ -172,3 +172,16 @@ public enum IngestHealth {
         return false
     }
 }
+
+/// One-off HTTP calls for tools built on the simulator (the demo, the CLI).
+public enum SimpleHTTP {
+    public static func get(_ baseURL: String, _ path: String) throws -> (status: Int, json: [String: Any]?) {
+        let response = try HTTPConnection(baseURL: baseURL).get(path)
+        return (response.status, response.json)
+    }
+
+    public static func post(_ baseURL: String, _ path: String, body: [UInt8]) throws -> (status: Int, json: [String: Any]?) {
+        let response = try HTTPConnection(baseURL: baseURL).post(path, body: body)
+        return (response.status, response.json)
+    }
+}

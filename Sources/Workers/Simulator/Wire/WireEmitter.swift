@@ -14,12 +14,12 @@ public final class WireEmitter: Sendable {
     /// the whole history; a cap keeps a 100,000-user run's traffic bounded.
     public let v1HistoryLimit: Int
     private let counter = Atomic<Int64>(0)
-    /// The `x5c` header, encoded once (base64 of three certificates is not free).
-    private let x5c: [String]
+    /// The JWS header with `x5c`, encoded once (base64 of three certificates is not free).
+    private let encodedHeader: String
 
     public init(pki: SimulatorPKI, config: StoreConfig, v1HistoryLimit: Int = 6) {
         self.pki = pki
-        self.x5c = pki.chain.x5c
+        self.encodedHeader = Base64URL.encode(JSONText.encode(["alg": "ES256", "x5c": pki.chain.x5c] as [String: Any]))
         self.config = config
         self.v1HistoryLimit = v1HistoryLimit
     }
@@ -224,17 +224,15 @@ public final class WireEmitter: Sendable {
         let subscription = try state.subscription(otid)
         let t = transaction ?? subscription.transactions.last { $0.purchaseMs <= atMs } ?? subscription.transactions.last!
         let environment = subscription.environment.rawValue
-        let key = pki.chain.leaf.key
-        let header: [String: Any] = ["x5c": x5c]
         var data: [String: Any] = [
             "bundleId": config.bundleId,
             "bundleVersion": config.bundleVersion,
             "environment": environment,
-            "signedTransactionInfo": try JWSSigner.signES256(header: header, payload: v2Transaction(t, atMs: atMs), key: key),
+            "signedTransactionInfo": try sign(v2Transaction(t, atMs: atMs)),
         ]
         if subscription.environment == .production { data["appAppleId"] = config.appAppleId }
         if subscription.kind == .autoRenewable {
-            data["signedRenewalInfo"] = try JWSSigner.signES256(header: header, payload: v2Renewal(subscription, atMs: atMs), key: key)
+            data["signedRenewalInfo"] = try sign(v2Renewal(subscription, atMs: atMs))
             data["status"] = v2Status(subscription, atMs: atMs)
         }
         var payload: [String: Any] = [
@@ -245,7 +243,7 @@ public final class WireEmitter: Sendable {
             "signedDate": atMs,
         ]
         if let subtype { payload["subtype"] = subtype }
-        let signed = try JWSSigner.signES256(header: header, payload: payload, key: key)
+        let signed = try sign(payload)
         return Delivery(channel: .notificationV2, body: try json(["signedPayload": signed]), simMs: atMs, userId: subscription.userId,
                         label: "V2 \(type)\(subtype.map { "/\($0)" } ?? "") \(t.productId) txn \(t.transactionId)",
                         environment: subscription.environment)
@@ -341,7 +339,10 @@ public final class WireEmitter: Sendable {
         return "5e1a0000-\(String(c[0..<4]))-4\(String(c[5..<8]))-8\(String(c[9..<12]))-\(String(c[12..<24]))"
     }
 
-    private func json(_ object: [String: Any]) throws -> [UInt8] {
-        [UInt8](try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+    private func json(_ object: [String: Any]) throws -> [UInt8] { JSONText.encode(object) }
+
+    /// ES256 compact JWS with the `x5c` header, as JWSSigner makes it, with the simulator's JSON writer.
+    private func sign(_ payload: [String: Any]) throws -> String {
+        try JWSSigner.signES256(encodedHeader: encodedHeader, encodedPayload: Base64URL.encode(JSONText.encode(payload)), key: pki.chain.leaf.key)
     }
 }
