@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` (StoreLedger with embedded defaults) and `make test`.
 SWIFT ?= swift
 WERROR = -Xswiftc -warnings-as-errors
-RUN_ARGS ?=
+RUN_ARGS ?= --demo
 
 .PHONY: run test deps build release bench fuzz clean
 
