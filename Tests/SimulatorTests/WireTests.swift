@@ -228,3 +228,49 @@ final class WireTests: XCTestCase {
         XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
     }
 }
+
+/// Contract: the simulator can also sign with Apple's published test PKI (fixtures apple-lib/certs),
+/// and StoreLedger's decoder accepts that only as Apple's own tests do: trusting testCA, with
+/// strict X.509 checks off (the test certificates lack key identifiers), sandbox data only.
+final class AppleTestChainTests: XCTestCase {
+    static var certs: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("../shared/fixtures/apple-lib/certs").standardized.path
+    }
+
+    func testV2AndReceiptsSignedWithApplesTestChainDecodeWithStrictChecksOff() throws {
+        guard FileManager.default.fileExists(atPath: Self.certs + "/testLeaf.key") else {
+            throw XCTSkip("fixtures folder \(Self.certs) is absent; see /work/shared/fixtures/SOURCES.md")
+        }
+        let pki = try SimulatorPKI.appleTestChain(directory: Self.certs)
+        let config = StoreConfig(bundleId: SimulatorCatalog.bundleId, catalog: SimulatorCatalog.standard, runId: 9)
+        let emitter = WireEmitter(pki: pki, config: config)
+        var state = StoreState(config: config)
+        state.addUser("t")
+        try state.addAppleID(user: "t", environment: .sandbox)
+        let t0: Int64 = 1_735_732_800_000
+        let t = try state.purchase(user: "t", appleId: 0, productId: "vip.a.1m", atMs: t0)
+        var decoding = AppleDecodingConfiguration()
+        decoding.appleRoots = [pki.chain.root.certificate]
+        decoding.receiptRoots = [pki.chain.root.certificate]
+        decoding.bundleId = config.bundleId
+        decoding.environments = [.sandbox]
+        decoding.strictX509 = false
+        try decoding.validate()
+        let decoder = try decoding.makeDecoder()
+        for delivery in [try emitter.v2(state, otid: t.originalTransactionId, type: "SUBSCRIBED", subtype: "INITIAL_BUY", atMs: t0),
+                         try emitter.receiptUpload(state, user: "t", appleId: 0, atMs: t0 + 1000)] {
+            let input = RawInput(source: delivery.channel == .receiptUpload ? .appReceipt : .appStoreNotification,
+                                 body: delivery.body, receivedAtMs: t0, position: nil)
+            guard case .success(let events) = decoder.decode(input) else { return XCTFail("\(delivery.label) refused") }
+            XCTAssertEqual(events.first?.transactions.first?.transactionId, t.transactionId)
+        }
+        // Strict mode refuses Apple's test chain, as Apple's own libraries would.
+        decoding.strictX509 = true
+        let strict = try decoding.makeDecoder()
+        let v2 = try emitter.v2(state, otid: t.originalTransactionId, type: "SUBSCRIBED", subtype: "INITIAL_BUY", atMs: t0)
+        guard case .failure = strict.decode(RawInput(source: .appStoreNotification, body: v2.body, receivedAtMs: t0, position: nil)) else {
+            return XCTFail("strict checks must refuse the test chain")
+        }
+    }
+}

@@ -122,7 +122,8 @@ public final class PopulationSimulation: Sendable {
         var lines = ["── user \(userId)"]
         lines += mismatches.filter { $0.userId == userId }.map { "  " + $0.description }
         lines.append("  journey:")
-        lines += store.read { $0.users[userId]?.journey ?? [] }.map { "    " + $0 }
+        // Each line starts with its simulated time; some facts are decided ahead (a refund scheduled at purchase).
+        lines += store.read { $0.users[userId]?.journey ?? [] }.sorted().map { "    " + $0 }
         if let driver {
             let sent = driver.sent(to: userId)
             if !sent.isEmpty {

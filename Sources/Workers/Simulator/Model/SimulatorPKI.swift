@@ -39,6 +39,24 @@ public final class SimulatorPKI: Sendable {
         return pki
     }
 
+    /// Apple's published test PKI (`apple-lib/certs` in the fixtures: testCA, testIntermediate,
+    /// testLeaf with its key), for signing exactly as Apple's own library tests do. Its
+    /// certificates lack key identifiers: the workers need `STORELEDGER_X509_STRICT=false`, which
+    /// StoreLedger accepts only without Production (`STORELEDGER_ENVIRONMENT=Sandbox`).
+    public static func appleTestChain(directory: String) throws -> SimulatorPKI {
+        func certificate(_ name: String) throws -> X509Certificate {
+            let text = try String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8)
+            return try X509Certificate(pem: text)
+        }
+        func key(_ name: String) throws -> P256PrivateKey {
+            try P256PrivateKey(pem: try String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8))
+        }
+        return try SimulatorPKI(chain: TestCertificateChain(
+            root: IssuedCertificate(certificate: try certificate("testCA.pem"), key: try key("testCA.key")),
+            intermediate: IssuedCertificate(certificate: try certificate("testIntermediate.pem"), key: try key("testIntermediate.key")),
+            leaf: IssuedCertificate(certificate: try certificate("testLeaf.pem"), key: try key("testLeaf.key"))))
+    }
+
     /// Writes `<role>.pem` and `<role>.key` (PKCS#8, mode 0600) for root, intermediate and leaf.
     public func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
