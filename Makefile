@@ -25,5 +25,10 @@ test: deps
 bench: release
 	.build/release/storeledger bench all
 
+## libFuzzer over the receipt, JWS and notification decoders: make fuzz FUZZ_SECONDS=600
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
 clean:
 	rm -rf .build
