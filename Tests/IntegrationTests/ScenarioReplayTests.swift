@@ -89,7 +89,7 @@ final class ScenarioReplayTests: XCTestCase {
         return Snapshot(
             ledger: try text("SELECT row_to_json(l)::text AS t FROM ledger l WHERE " + filter + " ORDER BY entry_id"),
             states: try text("SELECT state::text AS t FROM subscriptions WHERE " + filter + " ORDER BY subscription_key"),
-            subscriptionMembership: try text("SELECT subscription_key || ' ' || group_id || ' ' || view::text AS t FROM membership WHERE " + filter + " ORDER BY subscription_key, group_id"),
+            subscriptionMembership: try text("SELECT concat_ws(' ', subscription_key, group_id, intervals::text, expires_ms) AS t FROM membership WHERE " + filter + " ORDER BY subscription_key, group_id"),
             userMembership: try text("SELECT group_id || ' ' || view::text AS t FROM user_membership WHERE user_id = \("user-\(prefix)") ORDER BY group_id"),
             grants: try text("""
                 SELECT concat_ws(' ', subscription_key, purchase_id, user_id, group_id, product_id, product_kind, is_trial, is_intro,

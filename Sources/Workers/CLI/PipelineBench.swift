@@ -54,6 +54,7 @@ enum PipelineBench {
         try Migrator.migrate(db, Schema.migrations)
         let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let ledgerBefore = try ledgerCount(db)
+        let sequenceBefore = try ledgerSequence(db)
 
         // Pre-fill the decoded topic.
         var kafka = KafkaConfig(bootstrapServers: bootstrap, clientId: "bench-pipeline")
@@ -65,10 +66,13 @@ enum PipelineBench {
 
         // The three stages, as `storeledger worker` configures them.
         let stop = StopSignal()
-        let logics: [any StageLogic] = [DedupeStage(), ClassifyStage(catalog: catalog), MembershipStage()]
+        let timings = StageTimings()
+        let stages: [any StageLogic] = [DedupeStage(), ClassifyStage(catalog: catalog), MembershipStage()]
+        let logics: [any StageLogic] = stages.map { stage -> any StageLogic in TimedStage(inner: stage, timings: timings) }
         let failures = Mutex<[String]>([])
         let finished = DispatchGroup()
         let started = ContinuousClock.now
+        let cpuStart = CPUTime.now(postgres: postgres)
         for logic in logics {
             var config = StageRunnerConfig(kafka: kafka, databaseURL: databaseURL, groupId: "bench-\(run)-\(logic.name)")
             config.maxBatch = batch
@@ -92,10 +96,12 @@ enum PipelineBench {
         let deadline = ContinuousClock.now + .seconds(max(120, total / 500))
         while current < expected, !stop.isStopped, ContinuousClock.now < deadline {
             _ = stop.wait(timeout: .milliseconds(100))
-            current = try ledgerCount(db)
-            if firstEntry == nil, current > ledgerBefore { firstEntry = .now }
+            let inserted = try ledgerSequence(db) - sequenceBefore
+            if firstEntry == nil, inserted > 0 { firstEntry = .now }
+            if ledgerBefore + inserted >= expected { current = try ledgerCount(db) }
         }
         let done = ContinuousClock.now
+        let cpu = CPUTime.now(postgres: postgres) - cpuStart
         stop.stop()
         finished.wait()
         if let failure = failures.withLock({ $0.first }) { throw PipelineBenchFailure("stage failed: \(failure)") }
@@ -114,7 +120,11 @@ enum PipelineBench {
             ("prefill_events_per_second", Double(total) / seconds(fillTime)),
             ("decoded_megabytes", Double(bytes) / 1_048_576),
             ("max_batch", Double(batch)),
-        ]
+            ("cpu_seconds_bench_process", cpu.process),
+            ("cpu_seconds_postgres", cpu.postgres),
+            ("cpu_microseconds_per_event", (cpu.process + cpu.postgres) / Double(total) * 1e6),
+            ("projected_events_per_second_on_2_cores", 2 * Double(total) / max(0.001, cpu.process + cpu.postgres)),
+        ] + timings.figures()
         report(figures, json: arguments.has("json"))
         return 0
     }
@@ -178,6 +188,12 @@ enum PipelineBench {
         try db.query("SELECT count(*) AS n FROM ledger").first?.int("n") ?? 0
     }
 
+    /// Entries inserted so far, from the ledger's id sequence: constant time however long the ledger
+    /// (a rolled-back batch can leave gaps, so the end is confirmed with a real count).
+    static func ledgerSequence(_ db: PGConnection) throws -> Int {
+        try db.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM ledger_entry_id_seq").first?.int("n") ?? 0
+    }
+
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
@@ -193,6 +209,80 @@ enum PipelineBench {
             }
         }
         fflush(nil)
+    }
+}
+
+/// CPU time of this process (stages, Kafka clients, the embedded broker) and of the embedded
+/// PostgreSQL's processes: on a machine shared with other work, wall-clock rates understate what
+/// the pipeline does on cores of its own; CPU time per event does not.
+struct CPUTime {
+    var process: Double
+    var postgres: Double
+
+    static func now(postgres server: EmbeddedPostgres?) -> CPUTime {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let own = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        return CPUTime(process: own, postgres: server.map { postgresSeconds(directory: $0.directory) } ?? 0)
+    }
+
+    static func - (a: CPUTime, b: CPUTime) -> CPUTime { CPUTime(process: a.process - b.process, postgres: a.postgres - b.postgres) }
+
+    /// utime + stime of the postmaster and its children, from /proc.
+    static func postgresSeconds(directory: String) -> Double {
+        guard let pidText = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
+              let postmaster = pidText.split(separator: "\n").first.flatMap({ Int($0) }) else { return 0 }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var total = 0.0
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // Fields after the command name: state ppid ... utime(14) stime(15), 1-based over the whole line.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 13, let ppid = Int(fields[1]), pid == postmaster || ppid == postmaster,
+                  let utime = Double(fields[11]), let stime = Double(fields[12]) else { continue }
+            total += (utime + stime) / ticks
+        }
+        return total
+    }
+}
+
+/// Time spent inside each stage's `process` (decoding, pure logic and its PostgreSQL statements);
+/// the rest of a stage's time is Kafka: waiting for records, producing with acks, committing offsets.
+final class StageTimings: Sendable {
+    private let state = Mutex<[String: (batches: Int, records: Int, nanoseconds: Int64)]>([:])
+
+    func add(_ stage: String, records: Int, _ duration: Duration) {
+        let ns = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        state.withLock {
+            let old = $0[stage] ?? (0, 0, 0)
+            $0[stage] = (old.batches + 1, old.records + records, old.nanoseconds + ns)
+        }
+    }
+
+    func figures() -> [(String, Double)] {
+        state.withLock { state in
+            state.keys.sorted().flatMap { stage -> [(String, Double)] in
+                let t = state[stage]!
+                return [("\(stage)_batches", Double(t.batches)),
+                        ("\(stage)_records_per_batch", Double(t.records) / Double(max(1, t.batches))),
+                        ("\(stage)_process_seconds", Double(t.nanoseconds) / 1e9)]
+            }
+        }
+    }
+}
+
+struct TimedStage: StageLogic {
+    let inner: any StageLogic
+    let timings: StageTimings
+    var name: String { inner.name }
+    var inputTopics: [String] { inner.inputTopics }
+    var usesDatabase: Bool { inner.usesDatabase }
+
+    func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
+        let started = ContinuousClock.now
+        defer { timings.add(inner.name, records: records.count, ContinuousClock.now - started) }
+        return try inner.process(records, database: database)
     }
 }
 

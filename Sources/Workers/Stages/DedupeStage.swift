@@ -57,15 +57,30 @@ public struct DedupeStage: StageLogic {
                 continue
             }
             // The whole input goes on (classify reads switch markers from the other transactions);
-            // `purchases` says what is new.
-            let unique = UniqueEvent(event: event, purchases: outcome.changes, decodedPosition: record.position)
+            // `purchases` says what is new. The event is spliced in as the bytes it arrived as: a
+            // UniqueEvent is `{"decodedPosition", "event", "purchases"}` and re-encoding the event
+            // would only cost time.
             result.outputs.append(OutputRecord(topic: Topic.unique, key: event.subscriptionKey,
-                                               value: try encoder.encode(unique).bytes))
+                                               value: try uniqueEventJSON(event: record.value, purchases: outcome.changes,
+                                                                          position: record.position, encoder: encoder)))
             Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded"])
         }
         try savePurchases(known, touched: touched, database)
         try saveSeen(newlySeen, repeated: repeated, database)
         return result
+    }
+
+    /// The JSON of `UniqueEvent(event:purchases:decodedPosition:)` with the event's original bytes.
+    func uniqueEventJSON(event: [UInt8], purchases: [PurchaseChange], position: RecordPosition,
+                         encoder: JSONEncoder) throws -> [UInt8] {
+        var bytes = Array(#"{"decodedPosition":"#.utf8)
+        bytes += try encoder.encode(position)
+        bytes += Array(#","event":"#.utf8)
+        bytes += event
+        bytes += Array(#","purchases":"#.utf8)
+        bytes += try encoder.encode(purchases)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 
     private struct SeenKey: Hashable { var subscriptionKey: String; var eventKey: String }
@@ -90,14 +105,16 @@ public struct DedupeStage: StageLogic {
 
     /// Writes back only the purchases this batch changed (facts or aliases), and their new aliases.
     private func savePurchases(_ known: [String: [KnownPurchase]], touched: [String: Set<String>], _ db: PGConnection) throws {
-        var keys: [String] = [], ids: [String] = [], states: [String] = []
+        var rows = JSONRows()
         var aliasKeys: [String] = [], aliasIds: [String] = [], aliasPurchases: [String] = []
-        let encoder = JSONEncoder.pipeline
-        for (key, ids_) in touched.sorted(by: { $0.key < $1.key }) where !ids_.isEmpty {
-            for purchase in known[key] ?? [] where ids_.contains(purchase.purchaseId) {
-                keys.append(key)
-                ids.append(purchase.purchaseId)
-                states.append(String(decoding: try encoder.encode(purchase), as: UTF8.self))
+        let encoder = JSONEncoder()   // into jsonb: key order does not matter
+        for (key, ids) in touched.sorted(by: { $0.key < $1.key }) where !ids.isEmpty {
+            for purchase in known[key] ?? [] where ids.contains(purchase.purchaseId) {
+                rows.beginRow()
+                rows.string("k", key)
+                rows.string("p", purchase.purchaseId)
+                rows.raw("s", [UInt8](try encoder.encode(purchase)))
+                rows.endRow()
                 for alias in purchase.aliases {
                     aliasKeys.append(key)
                     aliasIds.append(alias)
@@ -105,10 +122,10 @@ public struct DedupeStage: StageLogic {
                 }
             }
         }
-        guard !keys.isEmpty else { return }
+        guard rows.count > 0 else { return }
         try db.execute("""
             INSERT INTO purchases (subscription_key, purchase_id, state)
-            SELECT k, p, s::jsonb FROM unnest(\(keys)::text[], \(ids)::text[], \(states)::text[]) AS t(k, p, s)
+            SELECT k, p, s FROM jsonb_to_recordset(\(rows.json)) AS t(k text, p text, s jsonb)
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
             """)
         try db.execute("""

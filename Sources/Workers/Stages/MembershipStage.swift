@@ -41,6 +41,8 @@ public struct MembershipStage: StageLogic {
 /// The PostgreSQL side of membership, usable outside a stage (benchmarks, rebuilds).
 public struct MembershipWriter {
     let db: PGConnection
+    /// Key order does not matter: every document goes into a jsonb column.
+    let encoder = JSONEncoder()
     public init(_ db: PGConnection) { self.db = db }
 
     public struct Outcome: Sendable { public var entries: Int; public var subscriptions: Int }
@@ -74,6 +76,7 @@ public struct MembershipWriter {
         }
         try appendLedger(entries)
         try saveStates(changed.compactMap { book.subscriptions[$0] })
+        // After the states: the finance rows take the grant facts from them.
         try saveGrants(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } })
         try saveUserMembership(affectedUsers.sorted(), book)
         return Outcome(entries: entries.count, subscriptions: changed.count)
@@ -84,130 +87,128 @@ public struct MembershipWriter {
         return try db.query(sql).map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
     }
 
-    private func json<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try JSONEncoder.pipeline.encode(value), as: UTF8.self)
-    }
+    private func json<T: Encodable>(_ value: T) throws -> [UInt8] { [UInt8](try encoder.encode(value)) }
 
     private func appendLedger(_ entries: [LedgerEntry]) throws {
         guard !entries.isEmpty else { return }
-        var c = LedgerColumns()
-        for entry in entries {
-            c.keys.append(entry.subscriptionKey)
-            c.kinds.append(entry.kind.rawValue)
-            c.purchases.append(entry.purchaseId)
-            c.products.append(entry.productId)
-            c.groups.append(entry.group)
-            c.starts.append(entry.interval?.startMs)
-            c.ends.append(entry.interval?.endMs)
-            c.amounts.append(entry.amount)
-            c.befores.append(try json(entry.before))
-            c.afters.append(try json(entry.after))
-            c.balances.append(entry.balanceAfter)
-            c.cutKinds.append(entry.cutKind?.rawValue)
-            c.reasons.append(entry.reason)
-            c.commands.append(entry.commandId)
-            c.causes.append(try json(entry.cause))
-            c.users.append(entry.userId)
+        var rows = JSONRows(capacity: entries.count * 600)
+        var causes: [String: [UInt8]] = [:]   // one cause per command, shared by its entries
+        for (index, entry) in entries.enumerated() {
+            let cause = try causes[entry.commandId] ?? json(entry.cause)
+            causes[entry.commandId] = cause
+            rows.beginRow()
+            rows.int("i", Int64(index))
+            rows.string("k", entry.subscriptionKey)
+            rows.string("kind", entry.kind.rawValue)
+            rows.string("p", entry.purchaseId)
+            rows.string("pr", entry.productId)
+            rows.string("g", entry.group)
+            rows.int("s", entry.interval?.startMs)
+            rows.int("e", entry.interval?.endMs)
+            rows.int("a", entry.amount.map(Int64.init))
+            rows.raw("b", intervalsJSON(entry.before))
+            rows.raw("af", intervalsJSON(entry.after))
+            rows.int("bal", entry.balanceAfter.map(Int64.init))
+            rows.string("ck", entry.cutKind?.rawValue)
+            rows.string("r", entry.reason)
+            rows.string("c", entry.commandId)
+            rows.raw("ca", cause)
+            rows.string("u", entry.userId)
+            rows.endRow()
         }
-        // One multi-row insert per batch, in the order the entries were made.
+        // One insert per batch, in the order the entries were made (entry ids follow it).
         try db.execute("""
             INSERT INTO ledger (subscription_key, kind, purchase_id, product_id, group_id, interval_start_ms, interval_end_ms,
                                 amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id)
-            SELECT k, kind, p, pr, g, s, e, a::integer, b::jsonb, af::jsonb, bal::integer, ck, r, c, ca::jsonb, u
-            FROM unnest(\(c.keys)::text[], \(c.kinds)::text[], \(c.purchases)::text[], \(c.products)::text[], \(c.groups)::text[],
-                        \(c.starts)::bigint[], \(c.ends)::bigint[], \(c.amounts)::bigint[], \(c.befores)::text[],
-                        \(c.afters)::text[], \(c.balances)::bigint[], \(c.cutKinds)::text[], \(c.reasons)::text[],
-                        \(c.commands)::text[], \(c.causes)::text[], \(c.users)::text[])
-                 WITH ORDINALITY AS t(k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u, n)
-            ORDER BY n
+            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u
+            FROM jsonb_to_recordset(\(rows.json)) AS t(i bigint, k text, kind text, p text, pr text, g text, s bigint, e bigint,
+                                                    a integer, b jsonb, af jsonb, bal integer, ck text, r text, c text,
+                                                    ca jsonb, u text)
+            ORDER BY i
             """)
-    }
-
-    private struct LedgerColumns {
-        var keys: [String] = [], kinds: [String] = [], purchases: [String?] = [], products: [String?] = []
-        var groups: [String?] = [], starts: [Int64?] = [], ends: [Int64?] = [], amounts: [Int?] = []
-        var befores: [String] = [], afters: [String] = [], balances: [Int?] = [], cutKinds: [String?] = []
-        var reasons: [String] = [], commands: [String] = [], causes: [String] = [], users: [String?] = []
     }
 
     /// The subscription's state and its per-group projection (what `GET /v1/subscriptions/{id}` shows).
     private func saveStates(_ states: [SubscriptionState]) throws {
         guard !states.isEmpty else { return }
-        var keys: [String] = [], users: [String?] = [], blobs: [String] = []
-        var mKeys: [String] = [], mGroups: [String] = [], mIntervals: [String] = [], mExpires: [Int64?] = [], mViews: [String] = []
+        var subscriptions = JSONRows(capacity: states.count * 2_000)
+        var views = JSONRows(capacity: states.count * 400)
         for state in states {
-            keys.append(state.subscriptionKey)
-            users.append(state.userId)
-            blobs.append(try json(state))
-            for view in groupMemberships(of: [state]) {
-                mKeys.append(state.subscriptionKey)
-                mGroups.append(view.group)
-                mIntervals.append(try json(view.intervals))
-                mExpires.append(view.expiresMs)
-                mViews.append(try json(view))
+            subscriptions.beginRow()
+            subscriptions.string("k", state.subscriptionKey)
+            subscriptions.string("u", state.userId)
+            subscriptions.raw("s", try json(state))
+            subscriptions.endRow()
+            for group in state.groups {
+                let intervals = state.entitlement(group: group)
+                views.beginRow()
+                views.string("k", state.subscriptionKey)
+                views.string("g", group)
+                views.raw("i", intervalsJSON(intervals))
+                views.int("e", intervals.last?.endMs)
+                views.endRow()
             }
         }
         try db.execute("""
             INSERT INTO subscriptions (subscription_key, user_id, state)
-            SELECT k, u, s::jsonb FROM unnest(\(keys)::text[], \(users)::text[], \(blobs)::text[]) AS t(k, u, s)
+            SELECT k, u, s FROM jsonb_to_recordset(\(subscriptions.json)) AS t(k text, u text, s jsonb)
             ON CONFLICT (subscription_key) DO UPDATE SET user_id = EXCLUDED.user_id, state = EXCLUDED.state, updated_at = now()
             """)
-        guard !mKeys.isEmpty else { return }
+        guard views.count > 0 else { return }
         try db.execute("""
-            INSERT INTO membership (subscription_key, group_id, intervals, expires_ms, view)
-            SELECT k, g, i::jsonb, e, v::jsonb
-            FROM unnest(\(mKeys)::text[], \(mGroups)::text[], \(mIntervals)::text[], \(mExpires)::bigint[], \(mViews)::text[]) AS t(k, g, i, e, v)
+            INSERT INTO membership (subscription_key, group_id, intervals, expires_ms)
+            SELECT k, g, i, e FROM jsonb_to_recordset(\(views.json)) AS t(k text, g text, i jsonb, e bigint)
             ON CONFLICT (subscription_key, group_id) DO UPDATE
-                SET intervals = EXCLUDED.intervals, expires_ms = EXCLUDED.expires_ms, view = EXCLUDED.view, updated_at = now()
+                SET intervals = EXCLUDED.intervals, expires_ms = EXCLUDED.expires_ms, updated_at = now()
             """)
     }
 
     /// R10: one finance row per purchase whose facts, granted interval or owner changed.
     private func saveGrants(_ pairs: [(SubscriptionState, SubscriptionState?)]) throws {
-        var c = GrantColumns()
+        var rows = JSONRows()
         for (state, before) in pairs {
             let ownerChanged = state.userId != before?.userId
             for (id, grant) in state.grants.sorted(by: { $0.key < $1.key }) {
                 guard ownerChanged || before?.grants[id] != grant || before?.granted[id] != state.granted[id]
                         || before?.credited[id] != state.credited[id] else { continue }
-                c.keys.append(state.subscriptionKey)
-                c.ids.append(id)
-                c.users.append(state.userId)
-                c.groups.append(grant.group)
-                c.products.append(grant.productId)
-                c.kinds.append(grant.productKind.rawValue)
-                c.transactions.append(grant.transactionId)
-                c.originals.append(grant.originalTransactionId)
-                c.facts.append(try json(grant))
-                c.trials.append(grant.finance.isTrial)
-                c.intros.append(grant.finance.isIntro)
-                c.promos.append(grant.finance.promotionalOfferId)
-                c.codes.append(grant.finance.offerCodeRefName)
-                c.offerTypes.append(grant.finance.offerType)
-                c.offerIds.append(grant.finance.offerIdentifier)
-                c.purchases.append(grant.startMs)
-                c.expires.append(grant.endMs)
-                c.cancels.append(grant.cut?.atMs)
-                c.cutKinds.append(grant.cut?.kind.rawValue)
-                c.environments.append(grant.environment)
-                c.grantedStarts.append(state.granted[id]?.startMs)
-                c.grantedEnds.append(state.granted[id]?.endMs)
+                rows.beginRow()
+                rows.string("k", state.subscriptionKey)
+                rows.string("p", id)
+                rows.string("u", state.userId)
+                rows.string("g", grant.group)
+                rows.string("pr", grant.productId)
+                rows.string("kd", grant.productKind.rawValue)
+                rows.string("tx", grant.transactionId)
+                rows.string("o", grant.originalTransactionId)
+                rows.bool("tr", grant.finance.isTrial)
+                rows.bool("it", grant.finance.isIntro)
+                rows.string("po", grant.finance.promotionalOfferId)
+                rows.string("oc", grant.finance.offerCodeRefName)
+                rows.int("ot", grant.finance.offerType.map(Int64.init))
+                rows.string("oi", grant.finance.offerIdentifier)
+                rows.int("pm", grant.startMs)
+                rows.int("em", grant.endMs)
+                rows.int("cm", grant.cut?.atMs)
+                rows.string("ck", grant.cut?.kind.rawValue)
+                rows.string("env", grant.environment)
+                rows.int("gs", state.granted[id]?.startMs)
+                rows.int("ge", state.granted[id]?.endMs)
+                rows.endRow()
             }
         }
-        guard !c.keys.isEmpty else { return }
+        guard rows.count > 0 else { return }
         try db.execute("""
             INSERT INTO grants (subscription_key, purchase_id, user_id, group_id, product_id, product_kind, transaction_id,
                                 original_transaction_id, grant_facts, is_trial, is_intro, promotional_offer_id,
                                 offer_code_ref_name, offer_type, offer_identifier, purchase_ms, expires_ms, cancellation_ms,
                                 cut_kind, environment, granted_start_ms, granted_end_ms)
-            SELECT k, p, u, g, pr, kd, tx, o, f::jsonb, tr, it, po, oc, ot::integer, oi, pm, em, cm, ck, env, gs, ge
-            FROM unnest(\(c.keys)::text[], \(c.ids)::text[], \(c.users)::text[], \(c.groups)::text[], \(c.products)::text[],
-                        \(c.kinds)::text[], \(c.transactions)::text[], \(c.originals)::text[], \(c.facts)::text[],
-                        \(c.trials)::boolean[], \(c.intros)::boolean[], \(c.promos)::text[], \(c.codes)::text[],
-                        \(c.offerTypes)::bigint[], \(c.offerIds)::text[], \(c.purchases)::bigint[], \(c.expires)::bigint[],
-                        \(c.cancels)::bigint[], \(c.cutKinds)::text[], \(c.environments)::text[], \(c.grantedStarts)::bigint[],
-                        \(c.grantedEnds)::bigint[])
-                 AS t(k, p, u, g, pr, kd, tx, o, f, tr, it, po, oc, ot, oi, pm, em, cm, ck, env, gs, ge)
+            SELECT t.k, t.p, t.u, t.g, t.pr, t.kd, t.tx, t.o, s.state->'grants'->t.p, t.tr, t.it, t.po, t.oc, t.ot, t.oi, t.pm,
+                   t.em, t.cm, t.ck, t.env, t.gs, t.ge
+            FROM jsonb_to_recordset(\(rows.json)) AS t(k text, p text, u text, g text, pr text, kd text, tx text, o text,
+                                                    tr boolean, it boolean, po text, oc text, ot integer, oi text, pm bigint,
+                                                    em bigint, cm bigint, ck text, env text, gs bigint, ge bigint)
+            -- The grant's facts as stored in the state just written (saves encoding them twice).
+            JOIN subscriptions s ON s.subscription_key = t.k
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
                 user_id = EXCLUDED.user_id, group_id = EXCLUDED.group_id, product_id = EXCLUDED.product_id,
                 product_kind = EXCLUDED.product_kind, transaction_id = EXCLUDED.transaction_id,
@@ -220,35 +221,43 @@ public struct MembershipWriter {
             """)
     }
 
-    private struct GrantColumns {
-        var keys: [String] = [], ids: [String] = [], users: [String?] = [], groups: [String] = [], products: [String] = []
-        var kinds: [String] = [], transactions: [String] = [], originals: [String] = [], facts: [String] = []
-        var trials: [Bool] = [], intros: [Bool] = [], promos: [String?] = [], codes: [String?] = [], offerTypes: [Int?] = []
-        var offerIds: [String?] = [], purchases: [Int64] = [], expires: [Int64?] = [], cancels: [Int64?] = []
-        var cutKinds: [String?] = [], environments: [String?] = [], grantedStarts: [Int64?] = [], grantedEnds: [Int64?] = []
-    }
-
     /// Rewrites the per-user projection of every user whose subscriptions changed (or moved).
     private func saveUserMembership(_ users: [String], _ book: MembershipBook) throws {
         guard !users.isEmpty else { return }
-        var uUsers: [String] = [], uGroups: [String] = [], uIntervals: [String] = [], uExpires: [Int64?] = [], uViews: [String] = []
+        var rows = JSONRows()
         for user in users {
             for view in groupMemberships(of: book.states(ofUser: user)) {
-                uUsers.append(user)
-                uGroups.append(view.group)
-                uIntervals.append(try json(view.intervals))
-                uExpires.append(view.expiresMs)
-                uViews.append(try json(view))
+                rows.beginRow()
+                rows.string("u", user)
+                rows.string("g", view.group)
+                rows.raw("i", intervalsJSON(view.intervals))
+                rows.int("e", view.expiresMs)
+                rows.raw("v", try json(view))
+                rows.endRow()
             }
         }
         try db.execute("DELETE FROM user_membership WHERE user_id = ANY(\(users))")
-        guard !uUsers.isEmpty else { return }
+        guard rows.count > 0 else { return }
         try db.execute("""
             INSERT INTO user_membership (user_id, group_id, intervals, expires_ms, view)
-            SELECT u, g, i::jsonb, e, v::jsonb
-            FROM unnest(\(uUsers)::text[], \(uGroups)::text[], \(uIntervals)::text[], \(uExpires)::bigint[], \(uViews)::text[]) AS t(u, g, i, e, v)
+            SELECT u, g, i, e, v FROM jsonb_to_recordset(\(rows.json)) AS t(u text, g text, i jsonb, e bigint, v jsonb)
             """)
     }
+}
+
+/// `[Interval]` as `Interval`'s Codable form (`{"endMs":…,"startMs":…}`, no `endMs` when open-ended),
+/// written directly: the ledger needs two per entry.
+func intervalsJSON(_ intervals: [Interval]) -> [UInt8] {
+    var text = "["
+    for (index, interval) in intervals.enumerated() {
+        if index > 0 { text += "," }
+        if let end = interval.endMs {
+            text += "{\"endMs\":\(end),\"startMs\":\(interval.startMs)}"
+        } else {
+            text += "{\"startMs\":\(interval.startMs)}"
+        }
+    }
+    return Array((text + "]").utf8)
 }
 
 extension MembershipWriter {
@@ -284,5 +293,73 @@ public enum LedgerRow {
             before: try decode([Interval].self, "before_intervals"), after: try decode([Interval].self, "after_intervals"),
             balanceAfter: try row.decode("balance_after"), cutKind: cutKind.flatMap(Cut.Kind.init(rawValue:)),
             reason: try row.string("reason"), commandId: try row.string("command_id"), cause: try decode(Cause.self, "cause"))
+    }
+}
+
+/// Rows for `jsonb_to_recordset($1::jsonb)`: one JSON array parameter built from fragments that are
+/// already JSON, so a batch's large documents (states, causes, views) are neither re-encoded nor
+/// escaped into array literals, and PostgreSQL parses the whole batch once.
+struct JSONRows {
+    private(set) var bytes: [UInt8] = [UInt8(ascii: "[")]
+    private(set) var count = 0
+    private var fieldsInRow = 0
+
+    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+    mutating func beginRow() {
+        if count > 0 { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "{"))
+        count += 1
+        fieldsInRow = 0
+    }
+
+    mutating func endRow() { bytes.append(UInt8(ascii: "}")) }
+
+    private mutating func key(_ name: StaticString) {
+        if fieldsInRow > 0 { bytes.append(UInt8(ascii: ",")) }
+        fieldsInRow += 1
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+    }
+
+    mutating func string(_ name: StaticString, _ value: String?) {
+        key(name)
+        guard let value else { return bytes.append(contentsOf: Array("null".utf8)) }
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func int(_ name: StaticString, _ value: Int64?) {
+        key(name)
+        bytes.append(contentsOf: Array((value.map { String($0) } ?? "null").utf8))
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: Array((value ? "true" : "false").utf8))
+    }
+
+    /// A value that is already JSON (an encoded document).
+    mutating func raw(_ name: StaticString, _ json: [UInt8]) {
+        key(name)
+        bytes.append(contentsOf: json)
+    }
+
+    var json: PGJSON {
+        var all = bytes
+        all.append(UInt8(ascii: "]"))
+        return PGJSON(String(decoding: all, as: UTF8.self))
     }
 }

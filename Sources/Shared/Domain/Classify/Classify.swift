@@ -201,7 +201,7 @@ struct Classification {
         // Without pending_renewal_info a V1 body still says what happened through its type.
         let retryByType: Bool? = switch type {
         case "DID_FAIL_TO_RENEW": true
-        case "DID_RECOVER", "DID_RENEW", "RENEWAL": false
+        case "DID_RECOVER": false
         default: nil
         }
         let autoRenew = note?.autoRenewStatus ?? info?.autoRenewStatus
