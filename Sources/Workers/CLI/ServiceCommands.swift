@@ -124,6 +124,7 @@ struct WorkerCommand: CLICommand {
     private func loadCatalog(_ arguments: Arguments) throws -> Catalog {
         guard let path = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") else { return Catalog() }
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read catalog \(path)") }
-        return try JSONDecoder().decode(Catalog.self, from: data)
+        // Validated at start (docs/catalog.md): a bad catalog stops the worker with every problem listed.
+        do { return try Catalog.load(json: [UInt8](data), source: path) } catch { throw UsageError(error.description) }
     }
 }
