@@ -1,6 +1,5 @@
 import Domain
 import Foundation
-import Kafka
 import Runtime
 import Synchronization
 import XCTest
@@ -89,25 +88,15 @@ final class OfferCluster: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Seeds a purchase history through the real pipeline: one V1 notification per subscription
-    /// (Apple's facts: periods, trial/intro flags, promotional_offer_id) POSTed to ingest, then the
-    /// account link. V1 notifications carry no account, and app receipt decoding (which links a
-    /// subscription to the uploading user) is not enabled yet, so the link is the command classify
-    /// emits for a receipt upload, written to storeledger.membership.commands.
+    /// Seeds a purchase history the way production traffic arrives: one V1 notification per
+    /// subscription (Apple's facts: periods, trial/intro flags, promotional_offer_id) POSTed to
+    /// ingest, each transaction carrying `app_account_token` = `user` (the app sets StoreKit's
+    /// appAccountToken to the account id; the catalog's default account policy links on it), so
+    /// classify itself emits the account link. Nothing is written to a topic directly.
     func seed(user: String, subscriptions: [OfferSubscription]) throws {
         for subscription in subscriptions {
-            let response = try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: try subscription.notification())
+            let response = try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: try subscription.notification(account: user))
             guard response.status == 200 else { throw ClusterError("seeding \(subscription.key): ingest answered \(response.status)") }
-        }
-        let producer = try KafkaProducer(config: cluster.kafka(clientId: "offer-seed"))
-        defer { producer.close() }
-        for subscription in subscriptions {
-            let link = MembershipCommand(commandId: "test-link:\(subscription.key):\(user)", subscriptionKey: subscription.key,
-                                         action: .linkUser(UserLink(userId: user, via: "receipt-upload")),
-                                         reason: "receipt uploaded by app user \(user)",
-                                         cause: Cause(source: .appReceipt, eventId: "test-link:\(subscription.key)"))
-            _ = try producer.sendAndWait(topic: Topic.commands, key: Array(subscription.key.utf8),
-                                         value: [UInt8](try JSONEncoder().encode(link)), timeout: .seconds(5))
         }
         let expected = subscriptions.reduce(0) { $0 + $1.purchases.count }
         try waitUntil("user \(user)'s \(expected) purchases are in PostgreSQL", timeout: 40, interval: 0.25) {
@@ -133,8 +122,9 @@ struct OfferSubscription {
     var key: String
     var purchases: [Purchase]
 
-    /// The real INITIAL_BUY fixture, renamed, with these transactions in `latest_receipt_info`.
-    func notification() throws -> Data {
+    /// The real INITIAL_BUY fixture, renamed, with these transactions in `latest_receipt_info`,
+    /// each carrying `account` as its `app_account_token`.
+    func notification(account: String) throws -> Data {
         var body = try V1Bodies.initialBuy(originalTransactionId: key)
         var unified = body["unified_receipt"] as! [String: Any]
         let template = (unified["latest_receipt_info"] as! [[String: Any]])[0]
@@ -150,6 +140,7 @@ struct OfferSubscription {
             row["is_trial_period"] = purchase.isTrial ? "true" : "false"
             row["is_in_intro_offer_period"] = purchase.isIntro ? "true" : "false"
             if let offer = purchase.promotionalOfferId { row["promotional_offer_id"] = offer }
+            row["app_account_token"] = account
             return row
         }
         var pending = unified["pending_renewal_info"] as! [[String: Any]]
