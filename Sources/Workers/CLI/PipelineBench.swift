@@ -250,14 +250,21 @@ struct CPUTime {
 /// Time spent inside each stage's `process` (decoding, pure logic and its PostgreSQL statements);
 /// the rest of a stage's time is Kafka: waiting for records, producing with acks, committing offsets.
 final class StageTimings: Sendable {
-    private let state = Mutex<[String: (batches: Int, records: Int, nanoseconds: Int64)]>([:])
+    private let state = Mutex<[String: (batches: Int, records: Int, nanoseconds: Int64, cpu: Double)]>([:])
 
-    func add(_ stage: String, records: Int, _ duration: Duration) {
+    func add(_ stage: String, records: Int, _ duration: Duration, cpu: Double) {
         let ns = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
         state.withLock {
-            let old = $0[stage] ?? (0, 0, 0)
-            $0[stage] = (old.batches + 1, old.records + records, old.nanoseconds + ns)
+            let old = $0[stage] ?? (0, 0, 0, 0)
+            $0[stage] = (old.batches + 1, old.records + records, old.nanoseconds + ns, old.cpu + cpu)
         }
+    }
+
+    /// CPU seconds of the calling thread.
+    static func threadCPU() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
     func figures() -> [(String, Double)] {
@@ -266,7 +273,8 @@ final class StageTimings: Sendable {
                 let t = state[stage]!
                 return [("\(stage)_batches", Double(t.batches)),
                         ("\(stage)_records_per_batch", Double(t.records) / Double(max(1, t.batches))),
-                        ("\(stage)_process_seconds", Double(t.nanoseconds) / 1e9)]
+                        ("\(stage)_process_seconds", Double(t.nanoseconds) / 1e9),
+                        ("\(stage)_process_cpu_seconds", t.cpu)]
             }
         }
     }
@@ -281,7 +289,8 @@ struct TimedStage: StageLogic {
 
     func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         let started = ContinuousClock.now
-        defer { timings.add(inner.name, records: records.count, ContinuousClock.now - started) }
+        let cpu = StageTimings.threadCPU()
+        defer { timings.add(inner.name, records: records.count, ContinuousClock.now - started, cpu: StageTimings.threadCPU() - cpu) }
         return try inner.process(records, database: database)
     }
 }

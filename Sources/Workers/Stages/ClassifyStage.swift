@@ -16,7 +16,7 @@ public struct ClassifyStage: StageLogic {
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         var result = StageBatchResult()
         let decoder = JSONDecoder()
-        let encoder = JSONEncoder.pipeline
+        let encoder = JSONEncoder()   // readers decode by key: sorting keys would only cost time
         for record in records {
             let unique: UniqueEvent
             do {

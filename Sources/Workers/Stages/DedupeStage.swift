@@ -35,7 +35,7 @@ public struct DedupeStage: StageLogic {
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenKey] = []
         var repeated: [SeenKey: Int] = [:]
-        let encoder = JSONEncoder.pipeline
+        let encoder = JSONEncoder()   // readers decode by key: sorting keys would only cost time
 
         for (record, event) in events {
             let key = SeenKey(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))

@@ -260,42 +260,6 @@ func intervalsJSON(_ intervals: [Interval]) -> [UInt8] {
     return Array((text + "]").utf8)
 }
 
-extension MembershipWriter {
-    /// Rebuilds every projection from the ledger alone (the source of truth) and compares it with the
-    /// stored states; returns the subscriptions whose stored grants differ from the ledger's fold.
-    public func verifyAgainstLedger() throws -> [String] {
-        let decoder = JSONDecoder()
-        var entries: [LedgerEntry] = []
-        for row in try db.query("SELECT * FROM ledger ORDER BY entry_id") {
-            entries.append(try LedgerRow.entry(row, decoder: decoder))
-        }
-        let fromLedger = LedgerProjection(entries: entries)
-        let fromStates = LedgerProjection(states: try loadStates(db, "SELECT state::text AS state FROM subscriptions"))
-        let keys = Set(fromLedger.subscriptions.keys).union(fromStates.subscriptions.keys)
-        return keys.filter { fromLedger.subscriptions[$0] != fromStates.subscriptions[$0] }.sorted()
-    }
-}
-
-/// A ledger row back as a `LedgerEntry`.
-public enum LedgerRow {
-    public static func entry(_ row: PGRow, decoder: JSONDecoder) throws -> LedgerEntry {
-        func decode<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
-            try decoder.decode(type, from: Data(try row.string(column).utf8))
-        }
-        let start: Int64? = try row.decode("interval_start_ms")
-        let end: Int64? = try row.decode("interval_end_ms")
-        let cutKind: String? = try row.decode("cut_kind")
-        return LedgerEntry(
-            kind: LedgerEntry.Kind(rawValue: try row.string("kind")) ?? .record,
-            subscriptionKey: try row.string("subscription_key"), userId: try row.decode("user_id"),
-            purchaseId: try row.decode("purchase_id"), productId: try row.decode("product_id"), group: try row.decode("group_id"),
-            interval: start.map { Interval(startMs: $0, endMs: end) }, amount: try row.decode("amount"),
-            before: try decode([Interval].self, "before_intervals"), after: try decode([Interval].self, "after_intervals"),
-            balanceAfter: try row.decode("balance_after"), cutKind: cutKind.flatMap(Cut.Kind.init(rawValue:)),
-            reason: try row.string("reason"), commandId: try row.string("command_id"), cause: try decode(Cause.self, "cause"))
-    }
-}
-
 /// Rows for `jsonb_to_recordset($1::jsonb)`: one JSON array parameter built from fragments that are
 /// already JSON, so a batch's large documents (states, causes, views) are neither re-encoded nor
 /// escaped into array literals, and PostgreSQL parses the whole batch once.

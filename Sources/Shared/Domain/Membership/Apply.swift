@@ -3,18 +3,25 @@
 /// ledger entry, are per user and group (R6: one user may hold several subscriptions, e.g. after a
 /// storefront change gave them a new original_transaction_id).
 public struct MembershipBook: Sendable, Equatable {
-    public var subscriptions: [String: SubscriptionState]
+    public private(set) var subscriptions: [String: SubscriptionState]
+    /// Subscription keys per user, kept in step with `userId` (only `changeOwner` moves one).
+    private var keysByUser: [String: Set<String>] = [:]
 
     public init(_ states: [SubscriptionState] = []) {
         subscriptions = Dictionary(states.map { ($0.subscriptionKey, $0) }, uniquingKeysWith: { _, last in last })
+        for state in subscriptions.values {
+            if let user = state.userId { keysByUser[user, default: []].insert(state.subscriptionKey) }
+        }
     }
 
+    public static func == (a: MembershipBook, b: MembershipBook) -> Bool { a.subscriptions == b.subscriptions }
+
     public func states(ofUser user: String) -> [SubscriptionState] {
-        subscriptions.values.filter { $0.userId == user }.sorted { $0.subscriptionKey < $1.subscriptionKey }
+        (keysByUser[user] ?? []).sorted().compactMap { subscriptions[$0] }
     }
 
     public func userEntitlement(_ user: String, group: String) -> [Interval] {
-        Interval.union(subscriptions.values.filter { $0.userId == user }.flatMap { $0.entitlement(group: group) })
+        Interval.union((keysByUser[user] ?? []).flatMap { subscriptions[$0]?.entitlement(group: group) ?? [] })
     }
 
     /// The entitlement of `owner` (a user), or of the subscription alone while it has no user.
@@ -24,10 +31,13 @@ public struct MembershipBook: Sendable, Equatable {
     }
 
     public func balance(owner: String?, subscription key: String, group: String) -> Int {
-        if let owner {
-            return subscriptions.values.filter { $0.userId == owner }.reduce(0) { $0 + $1.balance(group: group) }
-        }
-        return subscriptions[key]?.balance(group: group) ?? 0
+        owned(by: owner, subscription: key).reduce(0) { $0 + $1.balance(group: group) }
+    }
+
+    /// The owner's subscriptions (the subscription alone while it has no user).
+    func owned(by owner: String?, subscription key: String) -> [SubscriptionState] {
+        guard let owner else { return subscriptions[key].map { [$0] } ?? [] }
+        return (keysByUser[owner] ?? []).compactMap { subscriptions[$0] }
     }
 }
 
@@ -239,6 +249,8 @@ extension MembershipBook {
         let viewer = new ?? old
         let groups = subscriptions[key]!.groups
         let before = Dictionary(uniqueKeysWithValues: groups.map { ($0, entitlement(owner: viewer, subscription: key, group: $0)) })
+        if let old { keysByUser[old]?.remove(key) }
+        if let new { keysByUser[new, default: []].insert(key) }
         subscriptions[key]!.userId = new
         let kind: LedgerEntry.Kind = new == nil ? .unlink : .link
         guard !groups.isEmpty else {
@@ -269,7 +281,7 @@ extension MembershipBook {
                        before: [Interval], cutKind: Cut.Kind? = nil, reason: String) -> LedgerEntry {
         let key = command.subscriptionKey
         let after = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? before
-        let holdsUnits = group.map { group in subscriptions.values.contains { $0.holdsUnits(group: group) } } ?? false
+        let holdsUnits = group.map { group in owned(by: owner, subscription: key).contains { $0.holdsUnits(group: group) } } ?? false
         let balance = holdsUnits ? group.map { self.balance(owner: owner, subscription: key, group: $0) } : nil
         return LedgerEntry(kind: kind, subscriptionKey: key, userId: owner, purchaseId: purchase, productId: product,
                            group: group, interval: interval, amount: amount, before: before, after: after,
