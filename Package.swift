@@ -58,7 +58,7 @@ let package = Package(
                     path: "Tests/DecodingTests", swiftSettings: strict),
         .testTarget(name: "SignerTests", dependencies: ["Signer", "Crypto", "Domain", "Runtime"],
                     path: "Tests/SignerTests", swiftSettings: strict),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "AppleDecoding", "Domain", "Crypto"],
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
