@@ -173,7 +173,7 @@ final class OfferEndpoints: Sendable {
                                                                                        refusals: items)))
                 }
             }
-            let signRequest = OfferSignRequest(
+            let signRequest = SignRequest(
                 correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline, kind: format == "jws" ? .promotionalOfferJWS : .legacy,
                 bundleId: bundleId, keyId: body.key_id, productId: product.id, offerId: offer.id,
                 applicationUsername: body.application_username ?? body.user_id, transactionId: body.transaction_id)
@@ -199,7 +199,7 @@ final class OfferEndpoints: Sendable {
         guard let transactionId = body.transaction_id ?? history.purchases.max(by: { $0.startMs < $1.startMs })?.transactionId else {
             return answer(responder, "signature", .error(status: 400, reason: "transaction_id is required for an account without purchases (use its appTransactionId)"))
         }
-        let request = OfferSignRequest(correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline,
+        let request = SignRequest(correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline,
                                        kind: .introductoryOfferEligibilityJWS, bundleId: bundleId, keyId: body.key_id,
                                        productId: product.id, transactionId: transactionId, allowIntroductoryOffer: decision.eligible)
         configured.client.send(request) { [self] result in
@@ -210,8 +210,8 @@ final class OfferEndpoints: Sendable {
         }
     }
 
-    private func respond(_ result: Result<OfferSignReply, OfferSignFailure>, _ responder: HTTPResponder,
-                         _ success: (OfferSignReply) -> HTTPResponse) {
+    private func respond(_ result: Result<SignReply, OfferSignFailure>, _ responder: HTTPResponder,
+                         _ success: (SignReply) -> HTTPResponse) {
         switch result {
         case .success(let reply) where reply.status == .signed:
             answer(responder, "signature", success(reply))

@@ -22,7 +22,7 @@ enum OfferSignFailure: Error, Sendable, Equatable {
 /// writing a probe reply and reading it back; requests made before that wait for it (within their
 /// deadline).
 final class OfferSignClient: Sendable {
-    typealias Completion = @Sendable (Result<OfferSignReply, OfferSignFailure>) -> Void
+    typealias Completion = @Sendable (Result<SignReply, OfferSignFailure>) -> Void
 
     private let producer: KafkaProducer
     private let consumer: KafkaConsumer
@@ -36,7 +36,7 @@ final class OfferSignClient: Sendable {
         var ready = false
         var waiting: [String: Completion] = [:]
         /// Requests made before the reader was proven live, sent once it is.
-        var queued: [(OfferSignRequest, [UInt8])] = []
+        var queued: [(SignRequest, [UInt8])] = []
     }
 
     init(kafka: KafkaConfig) throws {
@@ -59,7 +59,7 @@ final class OfferSignClient: Sendable {
 
     /// Sends `request` and calls `completion` exactly once: with the reply, or a failure no later
     /// than `request.deadlineMs`.
-    func send(_ request: OfferSignRequest, completion: @escaping Completion) {
+    func send(_ request: SignRequest, completion: @escaping Completion) {
         guard let value = (try? JSONEncoder().encode(request)).map({ [UInt8]($0) }) else {
             completion(.failure(.unavailable("request encoding failed")))
             return
@@ -88,7 +88,7 @@ final class OfferSignClient: Sendable {
         pending.forEach { $0(.failure(.unavailable("ingest is stopping"))) }
     }
 
-    private func write(_ request: OfferSignRequest, _ value: [UInt8]) {
+    private func write(_ request: SignRequest, _ value: [UInt8]) {
         producer.send(topic: Topic.signRequests, key: Array(request.correlationId.utf8), value: value) { [self] result in
             if case .failure(let error) = result {
                 finish(request.correlationId, .failure(.unavailable(error.description)))
@@ -96,7 +96,7 @@ final class OfferSignClient: Sendable {
         }
     }
 
-    private func finish(_ correlationId: String, _ result: Result<OfferSignReply, OfferSignFailure>) {
+    private func finish(_ correlationId: String, _ result: Result<SignReply, OfferSignFailure>) {
         let completion = state.withLock { $0.waiting.removeValue(forKey: correlationId) }
         completion?(result)
     }
@@ -108,7 +108,7 @@ final class OfferSignClient: Sendable {
         while running.load(ordering: .acquiring) {
             if !state.withLock({ $0.ready }), ContinuousClock.now - lastProbe >= .milliseconds(250) {
                 lastProbe = ContinuousClock.now
-                let probe = OfferSignReply(correlationId: probeId, status: .refused, reason: "reader probe")
+                let probe = SignReply(correlationId: probeId, status: .refused, reason: "reader probe")
                 if let value = try? JSONEncoder().encode(probe) {
                     producer.send(topic: Topic.signReplies, key: Array(probeId.utf8), value: [UInt8](value)) { _ in }
                 }
@@ -122,7 +122,7 @@ final class OfferSignClient: Sendable {
                 continue
             }
             for record in records {
-                guard let reply = try? decoder.decode(OfferSignReply.self, from: Data(record.value)) else { continue }
+                guard let reply = try? decoder.decode(SignReply.self, from: Data(record.value)) else { continue }
                 if reply.correlationId == probeId {
                     becomeReady()
                 } else {
@@ -133,7 +133,7 @@ final class OfferSignClient: Sendable {
     }
 
     private func becomeReady() {
-        let queued = state.withLock { state -> [(OfferSignRequest, [UInt8])] in
+        let queued = state.withLock { state -> [(SignRequest, [UInt8])] in
             guard !state.ready else { return [] }
             state.ready = true
             defer { state.queued.removeAll() }
