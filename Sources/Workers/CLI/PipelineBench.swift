@@ -12,7 +12,8 @@ import Workers
 /// PostgreSQL unless --bootstrap / --database-url are given.
 ///
 /// The input: `--events` (default 100,000; --quick 10,000) decoded V2-style events over
-/// events/5 subscriptions, two per user (appAccountToken): SUBSCRIBED, three DID_RENEW and a
+/// events/5 subscriptions, linked to users by appAccountToken (10 % of users hold two, as after a
+/// storefront change): SUBSCRIBED, three DID_RENEW and a
 /// REFUND in the last period. Every event causes exactly one ledger entry, plus one link per
 /// subscription, so the run is complete when the ledger holds events + subscriptions entries.
 enum PipelineBench {
@@ -22,6 +23,8 @@ enum PipelineBench {
         let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
         let batch = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_BATCH"] ?? "") ?? 500
+        // Consumer-group members per stage (scale-out as in production: more partitions than members).
+        let members = max(1, Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_MEMBERS"] ?? "") ?? 1)
         let subscriptions = events / perSubscription
         let total = subscriptions * perSubscription
         let logger = Logger(component: "bench.pipeline")
@@ -59,6 +62,9 @@ enum PipelineBench {
         // Pre-fill the decoded topic.
         var kafka = KafkaConfig(bootstrapServers: bootstrap, clientId: "bench-pipeline")
         kafka.linger = .milliseconds(20)
+        // The embedded broker holds each join for the session timeout minus a second.
+        kafka.sessionTimeout = .seconds(4)
+        kafka.heartbeatInterval = .milliseconds(400)
         let fillStarted = ContinuousClock.now
         let bytes = try prefill(kafka: kafka, run: run, subscriptions: subscriptions)
         let fillTime = ContinuousClock.now - fillStarted
@@ -67,8 +73,11 @@ enum PipelineBench {
         // The three stages, as `storeledger worker` configures them.
         let stop = StopSignal()
         let timings = StageTimings()
-        let stages: [any StageLogic] = [DedupeStage(), ClassifyStage(catalog: catalog), MembershipStage()]
-        let logics: [any StageLogic] = stages.map { stage -> any StageLogic in TimedStage(inner: stage, timings: timings) }
+        var logics: [any StageLogic] = []
+        for _ in 0..<members {
+            let stages: [any StageLogic] = [DedupeStage(), ClassifyStage(catalog: catalog), MembershipStage()]
+            logics += stages.map { stage -> any StageLogic in TimedStage(inner: stage, timings: timings) }
+        }
         let failures = Mutex<[String]>([])
         let finished = DispatchGroup()
         let started = ContinuousClock.now
@@ -120,6 +129,7 @@ enum PipelineBench {
             ("prefill_events_per_second", Double(total) / seconds(fillTime)),
             ("decoded_megabytes", Double(bytes) / 1_048_576),
             ("max_batch", Double(batch)),
+            ("members_per_stage", Double(members)),
             ("cpu_seconds_bench_process", cpu.process),
             ("cpu_seconds_postgres", cpu.postgres),
             ("cpu_microseconds_per_event", (cpu.process + cpu.postgres) / Double(total) * 1e6),
@@ -146,7 +156,9 @@ enum PipelineBench {
         let t0: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
         for index in 0..<subscriptions {
             let otid = "\(run)-\(index)"
-            let user = "bench-\(run)-\(index / 2)"
+            // One user per subscription, except every tenth subscription, which belongs to the user of the
+            // one before it (a storefront change, S10): the per-user projection spans two subscriptions.
+            let user = "bench-\(run)-\(index % 10 == 9 ? index - 1 : index)"
             for step in 0..<perSubscription {
                 let start = t0 + Int64(index % 1_000) * 60_000 + Int64(min(step, perSubscription - 2)) * month
                 var transaction = TransactionFacts(
