@@ -6,10 +6,11 @@ import Runtime
 import Synchronization
 import Workers
 
-/// `storeledger bench pipeline`: events/s through dedupe → classify → membership, the three stage
-/// runners in this process (each its own consumer group, PostgreSQL transaction per poll batch, as
-/// `storeledger worker` runs them), with the decoded topic pre-filled. Embedded broker and
-/// PostgreSQL unless --bootstrap / --database-url are given.
+/// `storeledger bench pipeline`: events/s through dedupe → classify → membership, the stage runners
+/// in this process (one consumer group per stage, one member each by default as `storeledger dev`
+/// runs them — STORELEDGER_BENCH_MEMBERS=2 scales out —, a PostgreSQL transaction per poll batch of 500 —
+/// STORELEDGER_BENCH_BATCH —, as `storeledger worker` runs them), with the decoded topic pre-filled.
+/// Embedded broker and PostgreSQL unless --bootstrap / --database-url are given.
 ///
 /// The input: `--events` (default 100,000; --quick 10,000) decoded V2-style events over
 /// events/5 subscriptions, linked to users by appAccountToken (10 % of users hold two, as after a
@@ -23,7 +24,8 @@ enum PipelineBench {
         let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
         let batch = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_BATCH"] ?? "") ?? 500
-        // Consumer-group members per stage (scale-out as in production: more partitions than members).
+        // Consumer-group members per stage (each like one `storeledger worker <stage>` process): one
+        // member's loop is serial (poll, process, PostgreSQL, acks, commit); two overlap those waits.
         let members = max(1, Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_MEMBERS"] ?? "") ?? 1)
         let subscriptions = events / perSubscription
         let total = subscriptions * perSubscription
@@ -60,13 +62,15 @@ enum PipelineBench {
         let sequenceBefore = try ledgerSequence(db)
 
         // Pre-fill the decoded topic.
+        // The stages get `storeledger worker`'s Kafka settings; only the pre-fill batches harder.
         var kafka = KafkaConfig(bootstrapServers: bootstrap, clientId: "bench-pipeline")
-        kafka.linger = .milliseconds(20)
         // The embedded broker holds each join for the session timeout minus a second.
         kafka.sessionTimeout = .seconds(4)
         kafka.heartbeatInterval = .milliseconds(400)
+        var fill = kafka
+        fill.linger = .milliseconds(20)
         let fillStarted = ContinuousClock.now
-        let bytes = try prefill(kafka: kafka, run: run, subscriptions: subscriptions)
+        let bytes = try prefill(kafka: fill, run: run, subscriptions: subscriptions)
         let fillTime = ContinuousClock.now - fillStarted
         logger.info("prefilled", ["events": .of(total), "bytes": .of(bytes)])
 
