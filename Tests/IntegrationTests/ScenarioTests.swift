@@ -269,6 +269,30 @@ final class ScenarioTests: XCTestCase {
         XCTAssertNil(view.group()?.pendingProduct)
     }
 
+    func testS7V2CrossgradeToAnotherDurationWaitsForTheRenewal() throws {
+        let world = try running()
+        let key = key("77")
+        let a1 = Tx.period("\(key)0", otid: key, start: t0)
+        try world.notify(world.signer.notification("SUBSCRIBED", subtype: "INITIAL_BUY", signedMs: t0, transaction: a1,
+                                                   renewal: ScenarioBodies.V2Signer.renewal(otid: key, product: a1.product)))
+        try world.subscription(key) { $0.grants.count == 1 }
+        // Apple files a different-duration crossgrade under DOWNGRADE: it waits for the renewal.
+        try world.notify(world.signer.notification("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", signedMs: t0 + 5 * day,
+                                                   transaction: a1,
+                                                   renewal: ScenarioBodies.V2Signer.renewal(otid: key, product: a1.product,
+                                                                                             renewsAs: "vip.standard.3m")))
+        let pending = try world.subscription(key) { $0.group()?.pendingProduct != nil }
+        XCTAssertEqual(pending.group()?.pendingChange, "crossgrade-at-renewal")
+        XCTAssertEqual(pending.group()?.intervals, [interval(t0, t0 + month)])
+        let a3 = Tx.period("\(key)1", otid: key, product: "vip.standard.3m", start: t0 + month, length: 90 * day)
+        try world.notify(world.signer.notification("DID_RENEW", signedMs: t0 + month, transaction: a3,
+                                                   renewal: ScenarioBodies.V2Signer.renewal(otid: key, product: a3.product)))
+        let view = try world.subscription(key) { $0.grants.count == 2 && $0.group()?.pendingProduct == nil }
+        XCTAssertFalse(view.kinds.contains("cut"))
+        XCTAssertEqual(view.group()?.intervals, [interval(t0, t0 + month + 90 * day)])
+        XCTAssertEqual(view.group()?.currentProduct, "vip.standard.3m")
+    }
+
     func testS8UpgradeMidPeriodIsImmediateOldPurchaseCutAtTheSwitch() throws {
         let world = try running()
         let key = key("08")
