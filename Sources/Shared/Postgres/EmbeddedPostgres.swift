@@ -192,7 +192,10 @@ public final class EmbeddedPostgres: Sendable {
         let log = directory + "/server.log"
         var lastFailure = ""
         for _ in 0..<4 {
-            let port = try freePort()
+            let port: Int
+            do { port = try FreePort.loopback() } catch {
+                throw PGError(kind: .embeddedServer, message: "\(error)")
+            }
             let result = try run(bin + "/pg_ctl",
                                  ["-D", directory + "/data", "-l", log, "-w", "-t", "30", "-o", "-p \(port)", "start"],
                                  asPostgres: asPostgres, in: directory)
@@ -230,25 +233,6 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     // MARK: Plumbing
-
-    /// Asks the kernel for a free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw PGError(kind: .embeddedServer, message: "socket() failed: errno \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw PGError(kind: .embeddedServer, message: "cannot find a free port: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 
     /// Runs a binary to completion in `directory` (as `postgres` via runuser when we are root)
     /// and returns its exit status and combined output. Uses Runtime's posix_spawn `Subprocess`,

@@ -70,7 +70,7 @@ struct DevCommand: CLICommand {
         if let demo { environment.merge(demo.environment) { $1 } }
         let keyDirectory = try DevSigningKey.create()
         defer { try? FileManager.default.removeItem(atPath: keyDirectory.path) }
-        let ingestPort = port == 0 ? try freePort() : port
+        let ingestPort = port == 0 ? try FreePort.loopback() : port
         let ingestPid = try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(ingestPort)],
                                                    environment: environment))
         var pids = ["broker": brokerPid, "ingest": ingestPid]
@@ -121,21 +121,6 @@ struct DevCommand: CLICommand {
     private func selfExecutable() throws -> String {
         let path = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         return path
-    }
-
-    private func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw DevError("cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

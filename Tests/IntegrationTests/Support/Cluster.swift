@@ -55,7 +55,7 @@ final class Cluster: @unchecked Sendable {
         databaseURL = server.url
         try runOnce(["migrate", "--database-url", databaseURL])
 
-        let port = try Cluster.freePort()
+        let port = try FreePort.loopback()
         ingestURL = "http://127.0.0.1:\(port)"
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
                            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000", "STORELEDGER_KAFKA_FETCH_WAIT_MS": "10",
@@ -119,20 +119,6 @@ final class Cluster: @unchecked Sendable {
             }
         }
         return records
-    }
-
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw ClusterError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
