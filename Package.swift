@@ -49,18 +49,20 @@ let package = Package(
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
+        // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
+        .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "DomainTests", dependencies: ["Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
-        .testTarget(name: "CryptoTests", dependencies: ["Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
-        .testTarget(name: "DecodingTests", dependencies: ["AppleDecoding", "Domain", "Crypto", "Runtime"],
+        .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
-        .testTarget(name: "SignerTests", dependencies: ["Signer", "Crypto", "Domain", "Runtime"],
+        .testTarget(name: "SignerTests", dependencies: ["TestSupport", "Signer", "Crypto", "Domain", "Runtime"],
                     path: "Tests/SignerTests", swiftSettings: strict),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
+        .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
+        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

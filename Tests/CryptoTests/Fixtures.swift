@@ -1,27 +1,11 @@
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
-/// The shared acceptance fixtures (../shared/fixtures from the package root; see SOURCES.md).
+/// Apple's own bytes from ../shared/fixtures (see TestSupport.SharedFixtures); skips when absent.
 enum Fixtures {
-    static let root: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // CryptoTests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // package root
-        .appendingPathComponent("../shared/fixtures")
-        .standardized
-
-    /// Skips the calling test when the fixtures folder is absent (e.g. a bare checkout).
-    static func requireFolder() throws {
-        guard FileManager.default.fileExists(atPath: root.path) else {
-            throw XCTSkip("fixtures folder \(root.path) is absent; see /work/shared/fixtures/SOURCES.md")
-        }
-    }
-
-    static func bytes(_ path: String) throws -> [UInt8] {
-        try requireFolder()
-        return Array(try Data(contentsOf: root.appendingPathComponent(path)))
-    }
+    static func bytes(_ path: String) throws -> [UInt8] { try SharedFixtures.bytes(path) }
 
     static func text(_ path: String) throws -> String {
         String(decoding: try bytes(path), as: UTF8.self)
@@ -29,7 +13,8 @@ enum Fixtures {
 
     /// A file holding base64 text (receipts, legacy transaction receipts).
     static func base64File(_ path: String) throws -> [UInt8] {
-        try XCTUnwrap(Base64.decode(try text(path)), "fixture \(path) is not base64")
+        let text = try text(path)  // outside XCTUnwrap: a skip thrown in its autoclosure is a failure
+        return try XCTUnwrap(Base64.decode(text), "fixture \(path) is not base64")
     }
 
     /// A string field of a JSON object file.

@@ -1,6 +1,7 @@
 @testable import AppleDecoding
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
 /// Differential test against Apple's official Python library (app-store-server-library in a
@@ -11,7 +12,7 @@ final class DifferentialTests: XCTestCase {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     private func python() throws -> String {
-        try Fixtures.requireFolder()
+        _ = try Fixtures.path("apple-lib/certs/testCA.der")  // scripts/apple_python_verify.py mixes Apple's test chain in
         let venvPython = Self.packageRoot.appendingPathComponent(".venv/bin/python").path
         if !FileManager.default.isExecutableFile(atPath: venvPython) || run([Self.packageRoot.appendingPathComponent("scripts/python-env.sh").path]) != 0 {
             throw XCTSkip("Apple's Python library is not installed and PyPI could not be reached (scripts/python-env.sh failed)")

@@ -2,27 +2,12 @@
 import Crypto
 import Domain
 import Foundation
+import TestSupport
 import XCTest
 
-/// The shared acceptance fixtures (../shared/fixtures from the package root; see SOURCES.md).
+/// Apple's own bytes from ../shared/fixtures (see TestSupport.SharedFixtures); skips when absent.
 enum Fixtures {
-    static let root: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // DecodingTests
-        .deletingLastPathComponent()  // Tests
-        .deletingLastPathComponent()  // package root
-        .appendingPathComponent("../shared/fixtures")
-        .standardized
-
-    static func requireFolder() throws {
-        guard FileManager.default.fileExists(atPath: root.path) else {
-            throw XCTSkip("fixtures folder \(root.path) is absent; see /work/shared/fixtures/SOURCES.md")
-        }
-    }
-
-    static func path(_ relative: String) throws -> String {
-        try requireFolder()
-        return root.appendingPathComponent(relative).path
-    }
+    static func path(_ relative: String) throws -> String { try SharedFixtures.path(relative) }
 
     static func bytes(_ relative: String) throws -> [UInt8] {
         Array(try Data(contentsOf: URL(fileURLWithPath: try path(relative))))

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Signer
+import TestSupport
 import XCTest
 
 /// Contract: the 2025 StoreKit compact JWS forms carry exactly the header {alg ES256, kid, typ JWT}
@@ -63,7 +64,7 @@ final class JWSSignatureTests: XCTestCase {
 
     func testPyJWTVerifiesOursAndAppleLibraryMakesTheSameShape() throws {
         let publicPath = FileManager.default.temporaryDirectory.appendingPathComponent("signer-jws-\(UUID().uuidString).pem").path
-        try SignerFixtures.inputs().public_key_spki_pem.write(toFile: publicPath, atomically: true, encoding: .utf8)
+        try GeneratedPKI.shared().offerPublicKeyPEM.write(toFile: publicPath, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: publicPath) }
         let keyPath = try SignerFixtures.signingKeyPath
 

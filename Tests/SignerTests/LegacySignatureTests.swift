@@ -1,13 +1,15 @@
 import Crypto
 import Foundation
 import Signer
+import TestSupport
 import XCTest
 
 /// Contract: the legacy promotional-offer signature is ECDSA P-256/SHA-256, base64 DER, over the
-/// U+2063-joined payload exactly as Apple's server libraries build it. Every signature made for the
-/// fixture inputs verifies with OpenSSL (through the Crypto adapter and the `openssl` command line)
-/// against the published public key over the fixture's expected payload, and Apple's own Python
+/// U+2063-joined payload exactly as Apple's server libraries build it. Every signature made with
+/// the generated offer key verifies with OpenSSL (through the Crypto adapter and the `openssl`
+/// command line) over the vector's expected payload, and Apple's own Python
 /// `PromotionalOfferSignatureCreator` signs byte-identical payload strings for the same inputs.
+/// The vectors are ours, plus Apple's library vectors when ../shared is present.
 final class LegacySignatureTests: XCTestCase {
     private func payload(_ vector: SignerFixtures.Vector) -> PromotionalOfferPayload {
         PromotionalOfferPayload(bundleId: vector.bundleId, keyIdentifier: vector.keyId, productIdentifier: vector.productId,
@@ -15,29 +17,39 @@ final class LegacySignatureTests: XCTestCase {
                                 nonce: vector.nonce, timestampMs: vector.timestamp)
     }
 
-    func testPayloadMatchesEveryFixtureVectorWithSixInvisibleSeparators() throws {
-        for vector in try SignerFixtures.inputs().vectors {
+    func testPayloadMatchesEveryVectorWithSixInvisibleSeparators() throws {
+        for vector in try SignerFixtures.vectors() {
             let text = payload(vector).string
             XCTAssertEqual(text, vector.expected_payload)
             XCTAssertEqual(payload(vector).bytes, Array(vector.expected_payload.utf8), "signed bytes = the expected string's UTF-8")
             XCTAssertEqual(text.components(separatedBy: "\u{2063}").count, 7)
-            XCTAssertEqual(Array(text.utf8).split(separator: 0xE2).count, 7, "separator encodes as E2 81 A3")
-            XCTAssertEqual(text, text.replacingOccurrences(of: "USER123", with: "user123"), "username lowercased")
+            XCTAssertEqual(Array(text.utf8).filter { $0 == 0xE2 }.count, 6, "separator encodes as E2 81 A3")
+            let fields = text.components(separatedBy: "\u{2063}")
+            XCTAssertEqual(fields[4], vector.appAccountToken_or_applicationUsername.lowercased(), "username lowercased")
+            XCTAssertEqual(fields[5], vector.nonce.lowercased(), "nonce lowercased")
         }
     }
 
+    /// Apple's library vectors carry Apple's published key: it must be the .p8 they were made with.
+    func testApplesVectorsNameApplesPublishedKey() throws {
+        let inputs = try SignerFixtures.appleInputs()
+        let key = try P256PrivateKey(pem: try String(contentsOfFile: try SharedFixtures.path("apple-lib/certs/testSigningKey.p8"), encoding: .utf8))
+        XCTAssertEqual(key.publicKey, try PublicKey(pem: inputs.public_key_spki_pem))
+        XCTAssertEqual(inputs.vectors.count, 3)
+    }
+
     func testSignaturesVerifyWithOpenSSLOverTheExpectedPayload() throws {
-        let inputs = try SignerFixtures.inputs()
-        let key = try SignerFixtures.signingKey()
-        let published = try PublicKey(pem: inputs.public_key_spki_pem)
-        XCTAssertEqual(key.publicKey, published, "fixture public key belongs to testSigningKey.p8")
+        let pki = try GeneratedPKI.shared()
+        let key = pki.offerKey
+        let published = try PublicKey(pem: pki.offerPublicKeyPEM)
+        XCTAssertEqual(key.publicKey, published, "the PEM public key belongs to the signing key")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signer-openssl-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let publicPath = directory.appendingPathComponent("public.pem").path
-        try inputs.public_key_spki_pem.write(toFile: publicPath, atomically: true, encoding: .utf8)
+        try pki.offerPublicKeyPEM.write(toFile: publicPath, atomically: true, encoding: .utf8)
 
-        for (index, vector) in inputs.vectors.enumerated() {
+        for (index, vector) in try SignerFixtures.vectors().enumerated() {
             let signed = try OfferSigner.sign(payload(vector), key: key)
             XCTAssertEqual(signed.keyIdentifier, vector.keyId)
             XCTAssertEqual(signed.nonce, vector.nonce.lowercased())
@@ -60,15 +72,16 @@ final class LegacySignatureTests: XCTestCase {
     }
 
     func testAppleLibrarySignsTheSamePayloadBytesForTheSameInputs() throws {
-        let inputs = try SignerFixtures.inputs()
-        let published = try PublicKey(pem: inputs.public_key_spki_pem)
-        let request = inputs.vectors.map { v -> [String: Any] in
+        let vectors = try SignerFixtures.vectors()
+        let published = try SignerFixtures.signingKey().publicKey
+        let keyPath = try SignerFixtures.signingKeyPath
+        let request = vectors.map { v -> [String: Any] in
             ["bundleId": v.bundleId, "keyId": v.keyId, "productId": v.productId, "offerId": v.offerId,
              "applicationUsername": v.appAccountToken_or_applicationUsername, "nonce": v.nonce, "timestamp": v.timestamp]
         }
-        let answers = try XCTUnwrap(ApplePython.run(["legacy", try SignerFixtures.signingKeyPath], json: request) as? [[String: String]])
-        XCTAssertEqual(answers.count, inputs.vectors.count)
-        for (vector, answer) in zip(inputs.vectors, answers) {
+        let answers = try XCTUnwrap(ApplePython.run(["legacy", keyPath], json: request) as? [[String: String]])
+        XCTAssertEqual(answers.count, vectors.count)
+        for (vector, answer) in zip(vectors, answers) {
             let ours = payload(vector).string
             XCTAssertEqual(answer["payload"], ours, "Apple's library signed exactly our payload")
             // And Apple's signature verifies over our bytes with OpenSSL.

@@ -1,26 +1,18 @@
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
-/// Paths and fixtures for the signer tests (fixtures stay in ../shared/fixtures, never copied).
+/// Apple's own bytes for the signer tests, from ../shared/fixtures (see TestSupport.SharedFixtures).
 enum SignerFixtures {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-    static let root = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/fixtures")
+    static let packageRoot = SharedFixtures.packageRoot
 
-    static func path(_ relative: String) throws -> String {
-        let url = root.appendingPathComponent(relative)
-        guard FileManager.default.fileExists(atPath: url.path) else {
-            throw XCTSkip("fixture \(relative) not found under \(root.path) (../shared is absent)")
-        }
-        return url.path
-    }
+    static func path(_ relative: String) throws -> String { try SharedFixtures.path(relative) }
 
-    static var signingKeyPath: String { get throws { try path("apple-lib/certs/testSigningKey.p8") } }
+    /// StoreLedger's generated offer key (TestSupport.GeneratedPKI), not Apple's published one.
+    static var signingKeyPath: String { get throws { try GeneratedPKI.shared().offerKeyPath } }
 
-    static func signingKey() throws -> P256PrivateKey {
-        try P256PrivateKey(pem: String(contentsOfFile: try signingKeyPath, encoding: .utf8))
-    }
+    static func signingKey() throws -> P256PrivateKey { try GeneratedPKI.shared().offerKey }
 
     struct Vector: Decodable {
         var bundleId: String
@@ -38,9 +30,26 @@ enum SignerFixtures {
         var vectors: [Vector]
     }
 
-    static func inputs() throws -> Inputs {
-        let data = try Data(contentsOf: URL(fileURLWithPath: try path("promo-offer/v1-signature-inputs.json")))
-        return try JSONDecoder().decode(Inputs.self, from: data)
+    /// Apple's library test vectors (promo-offer/v1-signature-inputs.json); skips when absent.
+    static func appleInputs() throws -> Inputs {
+        try JSONDecoder().decode(Inputs.self, from: try SharedFixtures.data("promo-offer/v1-signature-inputs.json"))
+    }
+
+    /// Our own vectors, the payload written out by hand from Apple's documented format
+    /// (U+2063-joined bundle, key, product, offer, lowercased username and nonce, timestamp), plus Apple's
+    /// library vectors when ../shared is present.
+    static func vectors() throws -> [Vector] {
+        let ours = [
+            Vector(bundleId: "com.example.app", keyId: "KEY1", productId: "vip.1m", offerId: "winback",
+                   appAccountToken_or_applicationUsername: "Alice-Token", nonce: "3F2504E0-4F89-41D3-9A0C-0305E82C3301",
+                   timestamp: 1_700_000_000_123,
+                   expected_payload: "com.example.app\u{2063}KEY1\u{2063}vip.1m\u{2063}winback\u{2063}alice-token\u{2063}"
+                       + "3f2504e0-4f89-41d3-9a0c-0305e82c3301\u{2063}1700000000123"),
+            Vector(bundleId: "b", keyId: "K", productId: "p", offerId: "o", appAccountToken_or_applicationUsername: "",
+                   nonce: "00000000-0000-4000-8000-000000000000", timestamp: 0,
+                   expected_payload: "b\u{2063}K\u{2063}p\u{2063}o\u{2063}\u{2063}00000000-0000-4000-8000-000000000000\u{2063}0"),
+        ]
+        return SharedFixtures.isPresent ? ours + (try appleInputs().vectors) : ours
     }
 }
 

@@ -3,6 +3,7 @@ import Crypto
 import Domain
 import Foundation
 @testable import Simulator
+import TestSupport
 import XCTest
 
 /// Contract: what the simulator puts on the wire is what StoreLedger's own decoders accept from
@@ -233,16 +234,9 @@ final class WireTests: XCTestCase {
 /// and StoreLedger's decoder accepts that only as Apple's own tests do: trusting testCA, with
 /// strict X.509 checks off (the test certificates lack key identifiers), sandbox data only.
 final class AppleTestChainTests: XCTestCase {
-    static var certs: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("../shared/fixtures/apple-lib/certs").standardized.path
-    }
-
     func testV2AndReceiptsSignedWithApplesTestChainDecodeWithStrictChecksOff() throws {
-        guard FileManager.default.fileExists(atPath: Self.certs + "/testLeaf.key") else {
-            throw XCTSkip("fixtures folder \(Self.certs) is absent; see /work/shared/fixtures/SOURCES.md")
-        }
-        let pki = try SimulatorPKI.appleTestChain(directory: Self.certs)
+        let leafKey = try SharedFixtures.path("apple-lib/certs/testLeaf.key")
+        let pki = try SimulatorPKI.appleTestChain(directory: URL(fileURLWithPath: leafKey).deletingLastPathComponent().path)
         let config = StoreConfig(bundleId: SimulatorCatalog.bundleId, catalog: SimulatorCatalog.standard, runId: 9)
         let emitter = WireEmitter(pki: pki, config: config)
         var state = StoreState(config: config)

@@ -3,6 +3,7 @@ import Kafka
 import Postgres
 import Runtime
 import Synchronization
+import TestSupport
 import XCTest
 
 /// The real system for integration tests: `storeledger broker`, a private PostgreSQL, migrations,
@@ -137,21 +138,11 @@ func waitUntil(_ what: String, timeout: TimeInterval, interval: TimeInterval = 0
     throw ClusterError("timed out after \(timeout) s waiting until \(what)")
 }
 
-/// Fixture files from ../shared/fixtures, skipping the test with a clear message when absent.
+/// Apple's own bytes from ../shared/fixtures (see TestSupport.SharedFixtures); skips when absent.
 enum Fixtures {
-    static var root: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("shared/fixtures")
-    }
+    static var root: URL { SharedFixtures.root }
 
-    static func data(_ path: String) throws -> Data {
-        let url = root.appendingPathComponent(path)
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw XCTSkip("fixture \(path) not found under \(root.path) (../shared is absent)")
-        }
-        return data
-    }
+    static func data(_ path: String) throws -> Data { try SharedFixtures.data(path) }
 
     static func json(_ path: String) throws -> [String: Any] {
         guard let object = try JSONSerialization.jsonObject(with: try data(path)) as? [String: Any] else {

@@ -1,0 +1,82 @@
+import Crypto
+import Foundation
+
+/// StoreLedger's own test keys, made once per test process: an Apple-shaped chain (root →
+/// intermediate marked `…100.6.2.1` → leaf marked `…100.6.11.1`, strict-valid X.509) that signs
+/// V2 JWS and PKCS#7 receipts, and a promotional-offer signing key. `directory` holds them as
+/// files for the processes under test: root.pem, intermediate.pem, leaf.pem with .key, and
+/// offer-signing-key.p8 (keys mode 0600). Removed when the process exits.
+public struct GeneratedPKI: Sendable {
+    /// The chain's validity window, 2020-01-01 → 2040-01-01: every signed date the tests use falls inside.
+    public static let notBefore = Date(timeIntervalSince1970: 1_577_836_800)
+    public static let notAfter = Date(timeIntervalSince1970: 2_208_988_800)
+
+    public let chain: TestCertificateChain
+    public let offerKey: P256PrivateKey
+    public let directory: String
+
+    public var rootPath: String { "\(directory)/root.pem" }
+    public var offerKeyPath: String { "\(directory)/offer-signing-key.p8" }
+    public var offerPublicKeyPath: String { "\(directory)/offer-signing-key.pub.pem" }
+
+    /// `-----BEGIN PUBLIC KEY-----` text of the offer key, as `openssl pkey -pubout` writes it.
+    public var offerPublicKeyPEM: String {
+        let base64 = Base64.encode(offerKey.publicKey.spkiDER)
+        var lines = ["-----BEGIN PUBLIC KEY-----"]
+        var rest = Substring(base64)
+        while !rest.isEmpty {
+            lines.append(String(rest.prefix(64)))
+            rest = rest.dropFirst(64)
+        }
+        return (lines + ["-----END PUBLIC KEY-----"]).joined(separator: "\n") + "\n"
+    }
+
+    /// The one instance of this test process.
+    public static func shared() throws -> GeneratedPKI { try made.get() }
+
+    private static let made = Result<GeneratedPKI, Error> { try GeneratedPKI.make() }
+
+    private static func make() throws -> GeneratedPKI {
+        let chain = try TestCertificateChain.generate(name: "StoreLedger Test App Store", notBefore: notBefore, notAfter: notAfter)
+        let pki = GeneratedPKI(chain: chain, offerKey: try P256PrivateKey.generate(),
+                               directory: FileManager.default.temporaryDirectory
+                                   .appendingPathComponent("storeledger-test-pki-\(getpid())").path)
+        try pki.write()
+        atexit { try? FileManager.default.removeItem(atPath: GeneratedPKI.exitDirectory) }
+        return pki
+    }
+
+    /// Read by the atexit handler, which cannot capture.
+    private static var exitDirectory: String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("storeledger-test-pki-\(getpid())").path
+    }
+
+    private func write() throws {
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let roles = [("root", chain.root), ("intermediate", chain.intermediate), ("leaf", chain.leaf)]
+        for (name, issued) in roles {
+            try Data(issued.certificate.pem.utf8).write(to: URL(fileURLWithPath: "\(directory)/\(name).pem"))
+            try writeKey(issued.key, to: "\(directory)/\(name).key")
+        }
+        try writeKey(offerKey, to: offerKeyPath)
+        try Data(offerPublicKeyPEM.utf8).write(to: URL(fileURLWithPath: offerPublicKeyPath))
+    }
+
+    private func writeKey(_ key: P256PrivateKey, to path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: Data(try key.pkcs8PEM().utf8),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
+    }
+
+    /// Signs `payload` as App Store Server Notifications V2 / StoreKit 2 do: ES256 with `x5c`.
+    public func signJWS(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
+        try JWSSigner.signES256(header: header ?? ["alg": "ES256", "x5c": chain.x5c], payload: payload, key: chain.leaf.key)
+    }
+
+    /// A PKCS#7 SignedData receipt over `content`, signed by the leaf with the chain embedded.
+    public func signReceipt(_ content: [UInt8]) throws -> [UInt8] {
+        try PKCS7Signer(chain: chain).sign(content)
+    }
+}
