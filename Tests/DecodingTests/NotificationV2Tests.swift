@@ -115,7 +115,7 @@ final class NotificationV2Tests: XCTestCase {
 
     func testRouterAndConfiguration() throws {
         let pki = try TestPKI.load()
-        let roots = try Fixtures.path("apple-lib/certs/testCA.der")
+        let roots = pki.rootPath
         var env = ["STORELEDGER_APPLE_ROOTS": roots, "STORELEDGER_BUNDLE_ID": "com.example",
                    "STORELEDGER_ENVIRONMENT": "Sandbox", "STORELEDGER_X509_STRICT": "false"]
         let decoder = try AppleDecodingConfiguration.fromEnvironment(env).makeDecoder()

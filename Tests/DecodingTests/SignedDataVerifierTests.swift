@@ -1,6 +1,7 @@
 @testable import AppleDecoding
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
 /// Every JWS fixture verifies or fails exactly as SOURCES.md says its origin (Apple's libraries,
@@ -107,24 +108,26 @@ final class SignedDataVerifierTests: XCTestCase {
                                                     skipLocalVerification: true))
     }
 
-    /// Apple's ChainVerifier cases (python test_x509_verification), as x5c headers of signed tokens.
+    /// Apple's ChainVerifier cases (python test_x509_verification), as x5c headers of signed
+    /// tokens, on StoreLedger's generated chain and its wrong-marker twins.
     func testChainVerdictsOfApplesChainVerifierTests() throws {
+        let generated = try GeneratedPKI.shared()
         let pki = try TestPKI.load()
-        func cert(_ name: String) throws -> String { Base64.encode(try Fixtures.certificate("apple-lib/certs/\(name)").der) }
+        let (wrongIntermediate, wrongLeaf) = try generated.wrongMarkerChains()
         let payload: [String: Any] = ["bundleId": "com.example", "environment": "Sandbox", "signedDate": 1_761_962_975_000]
         let verifier = try pki.verifier()
         func status(_ x5c: [Any]) throws -> VerificationStatus? {
             verifier.verifyTransaction(try pki.sign(payload, header: ["x5c": x5c])).failureValue?.status
         }
-        let root = try cert("testCA.pem")
-        XCTAssertNil(try status([try cert("testLeaf.pem"), try cert("testIntermediate.pem"), root]))
-        XCTAssertEqual(try status([try cert("testInvalidIntermediateLeaf.pem"), try cert("testInvalidOIDIntermediate.pem"), root]), .verificationFailure)
-        XCTAssertEqual(try status([try cert("testInvalidOIDLeaf.pem"), try cert("testIntermediate.pem"), root]), .verificationFailure)
-        XCTAssertEqual(try status([try cert("testLeaf.pem"), try cert("testIntermediate.pem")]), .invalidChainLength)
-        XCTAssertEqual(try status(["abc", try cert("testIntermediate.pem"), root]), .invalidCertificate)
-        XCTAssertEqual(try status([Base64.encode(Array("abc".utf8)), try cert("testIntermediate.pem"), root]), .invalidCertificate)
+        let valid = generated.chain.x5c
+        XCTAssertNil(try status(valid))
+        XCTAssertEqual(try status(wrongIntermediate.x5c), .verificationFailure)
+        XCTAssertEqual(try status(wrongLeaf.x5c), .verificationFailure)
+        XCTAssertEqual(try status(Array(valid.prefix(2))), .invalidChainLength)
+        XCTAssertEqual(try status(["abc", valid[1], valid[2]]), .invalidCertificate)
+        XCTAssertEqual(try status([Base64.encode(Array("abc".utf8)), valid[1], valid[2]]), .invalidCertificate)
         var expired = payload
-        expired["signedDate"] = 2_280_946_846_000
+        expired["signedDate"] = 2_280_946_846_000  // 2042, after the chain's notAfter
         XCTAssertEqual(verifier.verifyTransaction(try pki.sign(expired)).failureValue?.status, .verificationFailure)
     }
 

@@ -43,19 +43,18 @@ enum Fixtures {
     static let chainTestDate = Date(timeIntervalSince1970: 1_761_962_975)
 }
 
-/// Signs V2 payloads with Apple's published test PKI (testLeaf/testIntermediate/testCA), the
-/// chain every Apple library test trusts. It lacks key identifiers, so verifiers run non-strict.
+/// Signs V2 payloads with StoreLedger's generated Apple-shaped chain (TestSupport.GeneratedPKI).
+/// It is strict-valid X.509, so verifiers run with strict checks on, as in production.
 struct TestPKI {
     let leafKey: P256PrivateKey
     let x5c: [String]
     let root: X509Certificate
+    /// root.pem, for configurations that name a file.
+    let rootPath: String
 
     static func load() throws -> TestPKI {
-        let leaf = try Fixtures.certificate("apple-lib/certs/testLeaf.pem")
-        let intermediate = try Fixtures.certificate("apple-lib/certs/testIntermediate.pem")
-        let root = try Fixtures.testCA()
-        return TestPKI(leafKey: try Fixtures.key("apple-lib/certs/testLeaf.key"),
-                       x5c: [leaf, intermediate, root].map { Base64.encode($0.der) }, root: root)
+        let pki = try GeneratedPKI.shared()
+        return TestPKI(leafKey: pki.chain.leaf.key, x5c: pki.chain.x5c, root: pki.chain.root.certificate, rootPath: pki.rootPath)
     }
 
     func sign(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
@@ -65,7 +64,7 @@ struct TestPKI {
     func verifier(bundleId: String = "com.example", appAppleId: Int64? = 1234,
                   environments: [AppStoreEnvironment] = [.sandbox], now: Date = Date()) throws -> SignedDataVerifier {
         try SignedDataVerifier(roots: [root], bundleId: bundleId, appAppleId: appAppleId, environments: environments,
-                               strictChecks: false, now: { now })
+                               strictChecks: true, now: { now })
     }
 }
 

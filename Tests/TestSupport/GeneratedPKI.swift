@@ -70,6 +70,25 @@ public struct GeneratedPKI: Sendable {
         }
     }
 
+    /// The negative cases of Apple's ChainVerifier tests, issued under this chain's root with fresh
+    /// keys: a leaf under an intermediate marked `…100.6.2.2` instead of `…6.2.1`, and a leaf marked
+    /// `…100.6.11.2` instead of `…6.11.1` under the valid intermediate. Both pass plain X.509.
+    public func wrongMarkerChains() throws -> (wrongIntermediate: TestCertificateChain, wrongLeaf: TestCertificateChain) {
+        func profile(_ cn: String, serial: UInt64, ca: Bool, marker: String) -> CertificateProfile {
+            CertificateProfile(subject: [NameComponent("O", "StoreLedger Test App Store"), NameComponent("CN", cn)], serialNumber: serial,
+                               notBefore: Self.notBefore, notAfter: Self.notAfter, isCA: ca, markerExtensionOIDs: [marker])
+        }
+        let badIntermediate = try CertificateIssuer.issue(profile("Wrong-OID Intermediate", serial: 13, ca: true, marker: "1.2.840.113635.100.6.2.2"),
+                                                          key: try P256PrivateKey.generate(), by: chain.root)
+        let leafOfBad = try CertificateIssuer.issue(profile("Leaf of Wrong-OID Intermediate", serial: 14, ca: false,
+                                                            marker: TestCertificateChain.leafMarkerOID),
+                                                    key: try P256PrivateKey.generate(), by: badIntermediate)
+        let badLeaf = try CertificateIssuer.issue(profile("Wrong-OID Leaf", serial: 15, ca: false, marker: "1.2.840.113635.100.6.11.2"),
+                                                  key: try P256PrivateKey.generate(), by: chain.intermediate)
+        return (TestCertificateChain(root: chain.root, intermediate: badIntermediate, leaf: leafOfBad),
+                TestCertificateChain(root: chain.root, intermediate: chain.intermediate, leaf: badLeaf))
+    }
+
     /// Signs `payload` as App Store Server Notifications V2 / StoreKit 2 do: ES256 with `x5c`.
     public func signJWS(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
         try JWSSigner.signES256(header: header ?? ["alg": "ES256", "x5c": chain.x5c], payload: payload, key: chain.leaf.key)
