@@ -1,31 +1,35 @@
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
-/// `TrustStore.buildPath`: the verified chain as OpenSSL built it, with its validity window.
+/// `TrustStore.buildPath`: the verified chain as OpenSSL built it, with its validity window, on
+/// StoreLedger's generated Apple-shaped chain (TestSupport.GeneratedPKI).
 final class CertificatePathTests: XCTestCase {
-    func testBuiltPathOfApplesTestChainEndsAtTheConfiguredRoot() throws {
-        let store = try TrustStore(roots: [try Fixtures.testCA()])
-        let path = try XCTUnwrap(store.buildPath(leaf: try Fixtures.testLeaf(), untrusted: [try Fixtures.testIntermediate()],
-                                                 at: Fixtures.chainTestDate, strict: false).verified)
-        XCTAssertEqual(path.certificates.map(\.serialHex), ["0C", "0B", "B51CE402E21F9A5B"])
-        XCTAssertTrue(path.certificates[0].hasExtension(oid: "1.2.840.113635.100.6.11.1"))
-        XCTAssertTrue(path.certificates[1].hasExtension(oid: "1.2.840.113635.100.6.2.1"))
-        XCTAssertLessThanOrEqual(path.validFrom, Fixtures.chainTestDate)
-        XCTAssertGreaterThan(path.validUntil, Fixtures.chainTestDate)
+    private let inside = Date(timeIntervalSince1970: 1_761_962_975)
+
+    func testBuiltPathEndsAtTheConfiguredRoot() throws {
+        let chain = try GeneratedPKI.shared().chain
+        let store = try TrustStore(roots: [chain.root.certificate])
+        let built = store.buildPath(leaf: chain.leaf.certificate, untrusted: [chain.intermediate.certificate], at: inside, strict: true)
+        let path = try XCTUnwrap(built.verified)
+        XCTAssertEqual(path.certificates, chain.certificates)
+        XCTAssertTrue(path.certificates[0].hasExtension(oid: TestCertificateChain.leafMarkerOID))
+        XCTAssertTrue(path.certificates[1].hasExtension(oid: TestCertificateChain.intermediateMarkerOID))
+        XCTAssertLessThanOrEqual(path.validFrom, inside)
+        XCTAssertGreaterThan(path.validUntil, inside)
         XCTAssertEqual(path.validUntil, path.certificates.map(\.notAfter).min())
     }
 
-    func testStrictModeExpiryAndWrongRootFail() throws {
-        let store = try TrustStore(roots: [try Fixtures.testCA()])
-        XCTAssertFalse(store.buildPath(leaf: try Fixtures.testLeaf(), untrusted: [try Fixtures.testIntermediate()],
-                                       at: Fixtures.chainTestDate, strict: true).isValid)
-        XCTAssertFalse(store.buildPath(leaf: try Fixtures.testLeaf(), untrusted: [try Fixtures.testIntermediate()],
-                                       at: Date(timeIntervalSince1970: 2_280_946_846), strict: false).isValid)
-        let real = try TrustStore(roots: [try Fixtures.appleRootG3()])
-        XCTAssertFalse(real.buildPath(leaf: try Fixtures.testLeaf(), untrusted: [try Fixtures.testIntermediate()],
-                                      at: Fixtures.chainTestDate, strict: false).isValid)
+    func testExpiryWrongRootAndMissingIntermediateFail() throws {
+        let chain = try GeneratedPKI.shared().chain
+        let store = try TrustStore(roots: [chain.root.certificate])
+        let leaf = chain.leaf.certificate, intermediate = chain.intermediate.certificate
+        XCTAssertFalse(store.buildPath(leaf: leaf, untrusted: [intermediate], at: Date(timeIntervalSince1970: 2_280_946_846), strict: false).isValid)
+        let other = try TestCertificateChain.generate(name: "Another App Store", notBefore: GeneratedPKI.notBefore, notAfter: GeneratedPKI.notAfter)
+        let otherStore = try TrustStore(roots: [other.root.certificate])
+        XCTAssertFalse(otherStore.buildPath(leaf: leaf, untrusted: [intermediate], at: inside, strict: false).isValid)
         // Without the intermediate there is no path.
-        XCTAssertFalse(store.buildPath(leaf: try Fixtures.testLeaf(), untrusted: [], at: Fixtures.chainTestDate, strict: false).isValid)
+        XCTAssertFalse(store.buildPath(leaf: leaf, untrusted: [], at: inside, strict: false).isValid)
     }
 }

@@ -7,7 +7,7 @@ import XCTest
 /// removes the private PostgreSQL directory.
 final class DevCommandTests: XCTestCase {
     func testDevRunsEverythingShowsANotificationWithin2SecondsAndStopsCleanly() throws {
-        let body = try Fixtures.data(V1Bodies.fixture)
+        let body = try V1Bodies.data(V1Bodies.initialBuy(originalTransactionId: "000000000000000"))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Cluster.binary())
         process.arguments = ["dev", "--port", "0", "--partitions", "4"]

@@ -1,10 +1,12 @@
 import Crypto
 import Domain
 import Foundation
+import TestSupport
 import XCTest
 
-/// Contract: `storeledger offer sign` makes, for the fixture inputs, legacy signatures that verify
-/// with OpenSSL against the published public key over the fixture's expected payload, echoing the
+/// Contract: `storeledger offer sign` makes, for the vectors (ours, plus Apple's library vectors
+/// when ../shared is present), legacy signatures that verify with OpenSSL against the signing
+/// key's public key over the vector's expected payload, echoing the
 /// lowercased nonce and the timestamp. `storeledger offer eligibility` applies the offer rules (R8,
 /// R9) to an account's history; the transcripts below pin each rule: intro variant only for
 /// accounts that never had a trial or intro in the group under any Apple ID; previous subscribers
@@ -24,24 +26,24 @@ final class OfferCommandTests: XCTestCase {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    func testOfferSignMatchesTheFixtureVectorsAndVerifiesWithOpenSSL() throws {
-        let inputs = try Fixtures.json("promo-offer/v1-signature-inputs.json")
-        let publicKey = try PublicKey(pem: try XCTUnwrap(inputs["public_key_spki_pem"] as? String))
-        let keyPath = Fixtures.root.appendingPathComponent("apple-lib/certs/testSigningKey.p8").path
-        for vector in try XCTUnwrap(inputs["vectors"] as? [[String: Any]]) {
+    func testOfferSignMatchesTheVectorsAndVerifiesWithOpenSSL() throws {
+        let pki = try GeneratedPKI.shared()
+        let publicKey = pki.offerKey.publicKey
+        let keyPath = pki.offerKeyPath
+        for vector in try OfferVector.all() {
             let (status, output) = try storeledger([
-                "offer", "sign", "--key", keyPath, "--key-id", vector["keyId"] as! String, "--bundle-id", vector["bundleId"] as! String,
-                "--product", vector["productId"] as! String, "--offer", vector["offerId"] as! String,
-                "--username", vector["appAccountToken_or_applicationUsername"] as! String, "--nonce", vector["nonce"] as! String,
-                "--timestamp", String((vector["timestamp"] as! NSNumber).int64Value), "--json",
+                "offer", "sign", "--key", keyPath, "--key-id", vector.keyId, "--bundle-id", vector.bundleId,
+                "--product", vector.productId, "--offer", vector.offerId,
+                "--username", vector.appAccountToken_or_applicationUsername, "--nonce", vector.nonce,
+                "--timestamp", String(vector.timestamp), "--json",
             ])
             XCTAssertEqual(status, 0)
             let answer = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
             XCTAssertEqual(Set(answer.keys), ["keyIdentifier", "nonce", "timestamp", "signature"])
-            XCTAssertEqual(answer["nonce"] as? String, (vector["nonce"] as! String).lowercased())
-            XCTAssertEqual((answer["timestamp"] as? NSNumber)?.int64Value, (vector["timestamp"] as! NSNumber).int64Value)
+            XCTAssertEqual(answer["nonce"] as? String, vector.nonce.lowercased())
+            XCTAssertEqual((answer["timestamp"] as? NSNumber)?.int64Value, vector.timestamp)
             let der = try XCTUnwrap((answer["signature"] as? String).flatMap { Base64.decode($0) })
-            XCTAssertTrue(publicKey.verify(signature: der, message: Array((vector["expected_payload"] as! String).utf8)))
+            XCTAssertTrue(publicKey.verify(signature: der, message: Array(vector.expected_payload.utf8)))
         }
         let (status, _) = try storeledger(["offer", "sign", "--key", keyPath, "--key-id", "K", "--bundle-id", "b", "--product", "p",
                                            "--offer", "o", "--nonce", "not-a-uuid"])

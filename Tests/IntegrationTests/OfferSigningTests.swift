@@ -38,7 +38,6 @@ final class OfferSigningTests: XCTestCase {
     }
 
     private func running() throws -> OfferCluster {
-        _ = try Fixtures.data("apple-lib/certs/testSigningKey.p8")
         guard let offers = Self.offers else { throw ClusterError("offer cluster did not start (see log above)") }
         return offers
     }

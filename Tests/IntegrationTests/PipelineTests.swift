@@ -29,7 +29,6 @@ final class PipelineTests: XCTestCase {
     }
 
     private func running() throws -> Cluster {
-        _ = try Fixtures.data(V1Bodies.fixture)
         guard let cluster = Self.cluster else { throw ClusterError("cluster did not start (see log above)") }
         return cluster
     }

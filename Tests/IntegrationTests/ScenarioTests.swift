@@ -26,7 +26,6 @@ final class ScenarioTests: XCTestCase {
     }
 
     private func running() throws -> ScenarioWorld {
-        _ = try Fixtures.data(V1Bodies.fixture)
         guard let world = Self.world else { throw Self.startError ?? ClusterError("scenario cluster did not start") }
         return world
     }

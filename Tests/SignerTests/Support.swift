@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Apple's own bytes for the signer tests, from ../shared/fixtures (see TestSupport.SharedFixtures).
+/// The signer tests' key (generated) and vectors (ours, plus Apple's from ../shared when present).
 enum SignerFixtures {
     static let packageRoot = SharedFixtures.packageRoot
 
@@ -14,43 +14,11 @@ enum SignerFixtures {
 
     static func signingKey() throws -> P256PrivateKey { try GeneratedPKI.shared().offerKey }
 
-    struct Vector: Decodable {
-        var bundleId: String
-        var keyId: String
-        var productId: String
-        var offerId: String
-        var appAccountToken_or_applicationUsername: String
-        var nonce: String
-        var timestamp: Int64
-        var expected_payload: String
-    }
+    typealias Vector = OfferVector
 
-    struct Inputs: Decodable {
-        var public_key_spki_pem: String
-        var vectors: [Vector]
-    }
+    static func appleInputs() throws -> AppleOfferInputs { try AppleOfferInputs.load() }
 
-    /// Apple's library test vectors (promo-offer/v1-signature-inputs.json); skips when absent.
-    static func appleInputs() throws -> Inputs {
-        try JSONDecoder().decode(Inputs.self, from: try SharedFixtures.data("promo-offer/v1-signature-inputs.json"))
-    }
-
-    /// Our own vectors, the payload written out by hand from Apple's documented format
-    /// (U+2063-joined bundle, key, product, offer, lowercased username and nonce, timestamp), plus Apple's
-    /// library vectors when ../shared is present.
-    static func vectors() throws -> [Vector] {
-        let ours = [
-            Vector(bundleId: "com.example.app", keyId: "KEY1", productId: "vip.1m", offerId: "winback",
-                   appAccountToken_or_applicationUsername: "Alice-Token", nonce: "3F2504E0-4F89-41D3-9A0C-0305E82C3301",
-                   timestamp: 1_700_000_000_123,
-                   expected_payload: "com.example.app\u{2063}KEY1\u{2063}vip.1m\u{2063}winback\u{2063}alice-token\u{2063}"
-                       + "3f2504e0-4f89-41d3-9a0c-0305e82c3301\u{2063}1700000000123"),
-            Vector(bundleId: "b", keyId: "K", productId: "p", offerId: "o", appAccountToken_or_applicationUsername: "",
-                   nonce: "00000000-0000-4000-8000-000000000000", timestamp: 0,
-                   expected_payload: "b\u{2063}K\u{2063}p\u{2063}o\u{2063}\u{2063}00000000-0000-4000-8000-000000000000\u{2063}0"),
-        ]
-        return SharedFixtures.isPresent ? ours + (try appleInputs().vectors) : ours
-    }
+    static func vectors() throws -> [Vector] { try OfferVector.all() }
 }
 
 /// Runs a command and returns its standard output; fails the test on a non-zero exit.

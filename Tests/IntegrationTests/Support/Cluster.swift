@@ -3,7 +3,6 @@ import Kafka
 import Postgres
 import Runtime
 import Synchronization
-import TestSupport
 import XCTest
 
 /// The real system for integration tests: `storeledger broker`, a private PostgreSQL, migrations,
@@ -136,18 +135,4 @@ func waitUntil(_ what: String, timeout: TimeInterval, interval: TimeInterval = 0
         Thread.sleep(forTimeInterval: interval)
     }
     throw ClusterError("timed out after \(timeout) s waiting until \(what)")
-}
-
-/// Apple's own bytes from ../shared/fixtures (see TestSupport.SharedFixtures); skips when absent.
-enum Fixtures {
-    static var root: URL { SharedFixtures.root }
-
-    static func data(_ path: String) throws -> Data { try SharedFixtures.data(path) }
-
-    static func json(_ path: String) throws -> [String: Any] {
-        guard let object = try JSONSerialization.jsonObject(with: try data(path)) as? [String: Any] else {
-            throw ClusterError("fixture \(path) is not a JSON object")
-        }
-        return object
-    }
 }

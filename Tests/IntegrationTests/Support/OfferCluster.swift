@@ -2,11 +2,12 @@ import Domain
 import Foundation
 import Runtime
 import Synchronization
+import TestSupport
 import XCTest
 
 /// The cluster plus what offers need: a catalog with intro variants and promotional offers (given to
 /// ingest and classify through STORELEDGER_CATALOG) and a `storeledger signer` process holding the
-/// fixture key testSigningKey.p8. The signer runs under `/bin/sh -c 'exec storeledger signer 2>LOG'`
+/// generated offer key (TestSupport.GeneratedPKI). The signer runs under `/bin/sh -c 'exec storeledger signer 2>LOG'`
 /// so its log lines can be inspected (exec keeps one pid: the signer's).
 final class OfferCluster: @unchecked Sendable {
     // Safe: set once in start() on the test thread, read afterwards.
@@ -44,10 +45,9 @@ final class OfferCluster: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
-    static var signingKeyPath: String { get throws { Fixtures.root.appendingPathComponent("apple-lib/certs/testSigningKey.p8").path } }
+    static var signingKeyPath: String { get throws { try GeneratedPKI.shared().offerKeyPath } }
 
     func start() throws {
-        _ = try Fixtures.data("apple-lib/certs/testSigningKey.p8")
         try JSONEncoder().encode(Self.catalog).write(to: URL(fileURLWithPath: catalogPath))
         try cluster.start(extraEnvironment: ["STORELEDGER_CATALOG": catalogPath,
                                              "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)])
@@ -122,7 +122,7 @@ struct OfferSubscription {
     var key: String
     var purchases: [Purchase]
 
-    /// The real INITIAL_BUY fixture, renamed, with these transactions in `latest_receipt_info`,
+    /// The V1 INITIAL_BUY template, renamed, with these transactions in `latest_receipt_info`,
     /// each carrying `account` as its `app_account_token`.
     func notification(account: String) throws -> Data {
         var body = try V1Bodies.initialBuy(originalTransactionId: key)

@@ -1,16 +1,16 @@
 import Crypto
 import Foundation
+import TestSupport
 
-/// Apple inputs for the scenario tests (S1–S15), built from real shapes: V1 bodies from the
-/// fixture notifications-v1/educreations/initial_buy.json (post-2021 `unified_receipt` shape, string
-/// fields, "PROD", `auto_renew_status` "true"/"false" at the top and "1"/"0" in
-/// `pending_renewal_info`), V2 bodies signed with Apple's published test chain
-/// (apple-lib/certs: testLeaf.key, x5c = [testLeaf, testIntermediate, testCA]).
+/// Apple inputs for the scenario tests (S1–S15), built in Apple's shapes: V1 bodies from
+/// `V1Bodies.template()` (post-2021 `unified_receipt` shape, string fields, "PROD",
+/// `auto_renew_status` "true"/"false" at the top and "1"/"0" in `pending_renewal_info`), V2 bodies
+/// signed with the generated Apple-shaped chain (TestSupport.GeneratedPKI, strict-valid X.509).
 enum ScenarioBodies {
     static let bundleId = "com.example.scenarios"
     static let day: Int64 = 86_400_000
     static let month: Int64 = 30 * day
-    /// 2024-03-01T00:00:00Z: inside the test chain's validity (2023–2033), so V2 signed dates at
+    /// 2024-03-01T00:00:00Z: inside the generated chain's validity (2020–2040), so V2 signed dates at
     /// scenario time verify.
     static let t0: Int64 = 1_709_251_200_000
 
@@ -46,7 +46,7 @@ enum ScenarioBodies {
     // MARK: V1
 
     static func template() throws -> (body: [String: Any], transaction: [String: Any]) {
-        let body = try Fixtures.json(V1Bodies.fixture)
+        let body = V1Bodies.template()
         let unified = body["unified_receipt"] as! [String: Any]
         return (body, (unified["latest_receipt_info"] as! [[String: Any]])[0])
     }
@@ -153,18 +153,14 @@ enum ScenarioBodies {
 
     // MARK: V2
 
-    /// Apple's published test PKI; the decode worker trusts testCA (non-strict X.509, Sandbox).
+    /// The generated chain's leaf; the decode worker trusts its root (strict X.509, Sandbox).
     struct V2Signer {
         let key: P256PrivateKey
         let x5c: [String]
 
         static func load() throws -> V2Signer {
-            let pem = { (name: String) throws -> String in
-                String(decoding: try Fixtures.data("apple-lib/certs/\(name)"), as: UTF8.self)
-            }
-            let chain = [try X509Certificate(pem: try pem("testLeaf.pem")), try X509Certificate(pem: try pem("testIntermediate.pem")),
-                         try X509Certificate(der: [UInt8](try Fixtures.data("apple-lib/certs/testCA.der")))]
-            return V2Signer(key: try P256PrivateKey(pem: try pem("testLeaf.key")), x5c: chain.map { Base64.encode($0.der) })
+            let chain = try GeneratedPKI.shared().chain
+            return V2Signer(key: chain.leaf.key, x5c: chain.x5c)
         }
 
         func sign(_ payload: [String: Any]) throws -> String {
@@ -236,17 +232,15 @@ enum ScenarioBodies {
     """
 
     /// Writes the catalog to a temporary file and returns the environment the cluster's workers
-    /// need: the catalog, and decode trusting Apple's test CA (Sandbox, non-strict) and verifying
+    /// need: the catalog, and decode trusting the generated root (Sandbox, strict) and verifying
     /// receipts through `verifyReceiptURL` (production first, then sandbox).
     static func clusterEnvironment(verifyReceiptURL: String) throws -> [String: String] {
         let catalog = FileManager.default.temporaryDirectory.appendingPathComponent("scenario-catalog-\(UUID().uuidString).json")
         try Data(catalogJSON.utf8).write(to: catalog)
-        let ca = Fixtures.root.appendingPathComponent("apple-lib/certs/testCA.der").path
-        _ = try Fixtures.data("apple-lib/certs/testCA.der")
         return [
             "STORELEDGER_CATALOG": catalog.path,
-            "STORELEDGER_APPLE_ROOTS": ca, "STORELEDGER_BUNDLE_ID": bundleId, "STORELEDGER_ENVIRONMENT": "Sandbox",
-            "STORELEDGER_X509_STRICT": "false",
+            "STORELEDGER_APPLE_ROOTS": try GeneratedPKI.shared().rootPath, "STORELEDGER_BUNDLE_ID": bundleId,
+            "STORELEDGER_ENVIRONMENT": "Sandbox", "STORELEDGER_X509_STRICT": "true",
             "STORELEDGER_VERIFY_RECEIPT_URLS": "\(verifyReceiptURL)/production/verifyReceipt,\(verifyReceiptURL)/sandbox/verifyReceipt",
         ]
     }

@@ -2,6 +2,7 @@ import AppleDecoding
 import Crypto
 import Domain
 import Foundation
+import TestSupport
 
 /// The scenario set as raw Apple inputs (V1 bodies and signed V2 bodies), every id carrying
 /// `prefix` so the same set can be fed again under other ids, plus an in-process oracle: the same
@@ -89,9 +90,9 @@ enum ScenarioFeed {
 
         init() throws {
             catalog = try Catalog.load(json: Array(ScenarioBodies.catalogJSON.utf8), source: "scenario catalog")
-            let ca = try X509Certificate(der: [UInt8](try Fixtures.data("apple-lib/certs/testCA.der")))
-            let verifier = try SignedDataVerifier(roots: [ca], bundleId: ScenarioBodies.bundleId, appAppleId: nil,
-                                                  environments: [.sandbox], strictChecks: false)
+            let root = try GeneratedPKI.shared().chain.root.certificate
+            let verifier = try SignedDataVerifier(roots: [root], bundleId: ScenarioBodies.bundleId, appAppleId: nil,
+                                                  environments: [.sandbox], strictChecks: true)
             decoder = AppleInputDecoder(v1: NotificationV1Decoder(), v2: NotificationV2Decoder(verifier: verifier), receipts: nil)
         }
 

@@ -52,7 +52,6 @@ final class ScenarioWorld: @unchecked Sendable {
     let signer: ScenarioBodies.V2Signer
 
     init() throws {
-        _ = try Fixtures.data(V1Bodies.fixture)
         signer = try ScenarioBodies.V2Signer.load()
         stub = try ScenarioVerifyReceiptStub()
         cluster = try Cluster()
