@@ -1,11 +1,13 @@
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
-/// App receipts (PKCS#7 SignedData) from SOURCES.md §3-5, verified as `openssl cms -verify
-/// -purpose any -attime <creation date>` does: signature over the content plus the signer
-/// chain to the configured root at the receipt's creation date. The creation dates are
-/// copied from SOURCES.md (reading them from the payload is the receipt parser's job).
+/// App receipts (PKCS#7 SignedData): Apple's real ones from SOURCES.md §3-5 (one test: it needs
+/// ../shared), verified as `openssl cms -verify -purpose any -attime <creation date>` does:
+/// signature over the content plus the signer chain to the configured root at the receipt's
+/// creation date. The creation dates are copied from SOURCES.md (reading them from the payload
+/// is the receipt parser's job). Parser robustness and concurrency run on a generated receipt.
 final class PKCS7Tests: XCTestCase {
     private struct Receipt: Sendable {
         let name: String
@@ -20,7 +22,8 @@ final class PKCS7Tests: XCTestCase {
 
     private static func json(_ path: String, _ keys: [String], created: String) -> Receipt {
         Receipt(name: "\(path) \(keys.joined(separator: "."))", created: created, xcode: false) {
-            var value: Any? = try JSONSerialization.jsonObject(with: Data(try Fixtures.bytes(path)))
+            let bytes = try Fixtures.bytes(path)  // outside XCTUnwrap: a skip thrown in its autoclosure is a failure
+            var value: Any? = try JSONSerialization.jsonObject(with: Data(bytes))
             for key in keys { value = (value as? [String: Any])?[key] }
             return try XCTUnwrap(Base64.decode(try XCTUnwrap(value as? String, "\(path) lacks \(keys)")))
         }
@@ -45,7 +48,16 @@ final class PKCS7Tests: XCTestCase {
         (try TrustStore(roots: [try Fixtures.appleIncRoot()]), try TrustStore(roots: [try Fixtures.storeKitTestRoot()]))
     }
 
-    func testEveryReceiptParsesAndVerifiesAtItsCreationDate() throws {
+    func testApplesOwnReceipts() throws {
+        try everyReceiptParsesAndVerifiesAtItsCreationDate()
+        try everyReceiptFailsAgainstTheWrongRoot()
+        try everyReceiptFailsWhenOneContentByteIsFlipped()
+        try legacySHA1ReceiptIsValidOnlyAtItsCreationDate()
+        try indefiniteLengthBERParses()
+        try legacyTransactionReceiptSHA1Signature()
+    }
+
+    private func everyReceiptParsesAndVerifiesAtItsCreationDate() throws {
         let (apple, xcode) = try stores()
         for receipt in Self.receipts {
             let signed = try PKCS7SignedData.parse(der: try receipt.load())
@@ -64,7 +76,7 @@ final class PKCS7Tests: XCTestCase {
         }
     }
 
-    func testEveryReceiptFailsAgainstTheWrongRoot() throws {
+    private func everyReceiptFailsAgainstTheWrongRoot() throws {
         let (apple, xcode) = try stores()
         for receipt in Self.receipts {
             let signed = try PKCS7SignedData.parse(der: try receipt.load())
@@ -74,7 +86,7 @@ final class PKCS7Tests: XCTestCase {
         }
     }
 
-    func testEveryReceiptFailsWhenOneContentByteIsFlipped() throws {
+    private func everyReceiptFailsWhenOneContentByteIsFlipped() throws {
         let (apple, xcode) = try stores()
         for receipt in Self.receipts {
             let der = try receipt.load()
@@ -89,7 +101,7 @@ final class PKCS7Tests: XCTestCase {
     }
 
     /// Old receipts chain through WWDR G1, which expired on 2023-02-07: valid only at their date.
-    func testLegacySHA1ReceiptIsValidOnlyAtItsCreationDate() throws {
+    private func legacySHA1ReceiptIsValidOnlyAtItsCreationDate() throws {
         let signed = try PKCS7SignedData.parse(der: try Fixtures.base64File("receipts/tpinappreceipt/receipt-sandbox-legacy"))
         let roots = [try Fixtures.appleIncRoot()]
         XCTAssertTrue(signed.verify(roots: roots, at: Fixtures.date("2020-05-06T18:28:49Z")).isValid)
@@ -99,7 +111,7 @@ final class PKCS7Tests: XCTestCase {
     }
 
     /// BER indefinite-length (Xcode) and DER receipts give the same kind of object.
-    func testIndefiniteLengthBERParses() throws {
+    private func indefiniteLengthBERParses() throws {
         let ber = try Fixtures.base64File("receipts/tpinappreceipt/receipt-xcode")
         XCTAssertEqual(Array(ber.prefix(2)), [0x30, 0x80], "fixture is BER indefinite-length")
         let signed = try PKCS7SignedData.parse(der: ber)
@@ -108,13 +120,29 @@ final class PKCS7Tests: XCTestCase {
         XCTAssertEqual(try PKCS7SignedData.parse(base64: base64).content, signed.content)
     }
 
+    /// A receipt signed by the generated chain over an Apple-shaped payload: a SET of attribute
+    /// SEQUENCEs { type INTEGER, version INTEGER, value OCTET STRING }.
+    private func generatedReceipt() throws -> [UInt8] {
+        func tlv(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] {
+            precondition(value.count < 0x1_0000)
+            let length: [UInt8] = value.count < 0x80 ? [UInt8(value.count)]
+                : value.count < 0x100 ? [0x81, UInt8(value.count)] : [0x82, UInt8(value.count >> 8), UInt8(value.count & 0xFF)]
+            return [tag] + length + value
+        }
+        let attributes = (1...12).flatMap { type in
+            tlv(0x30, tlv(0x02, [UInt8(type)]) + tlv(0x02, [1]) + tlv(0x04, tlv(0x0C, Array("attribute \(type) value".utf8))))
+        }
+        return try GeneratedPKI.shared().signReceipt(tlv(0x31, attributes))
+    }
+
     func testGarbageReceiptsAreErrors() throws {
-        let der = try Fixtures.base64File("receipts/namecare-rust/xcode-app-receipt-legacy")
+        let der = try generatedReceipt()
+        XCTAssertNoThrow(try PKCS7SignedData.parse(der: der))
         var inputs: [[UInt8]] = [[], [0x30], [0x30, 0x80], [0x30, 0x80, 0x00, 0x00], der + [0x00]]
         inputs += stride(from: 1, to: der.count, by: 97).map { Array(der.prefix($0)) }
         inputs += try (0..<50).map { _ in try SecureRandom.bytes(count: 200) }
         // A valid certificate is DER but not PKCS#7.
-        inputs.append(try Fixtures.appleRootG3().der)
+        inputs.append(try GeneratedPKI.shared().chain.root.certificate.der)
         for input in inputs {
             XCTAssertThrowsError(try PKCS7SignedData.parse(der: input), "\(input.count) bytes")
         }
@@ -122,9 +150,10 @@ final class PKCS7Tests: XCTestCase {
     }
 
     func testConcurrentVerificationOfOneReceipt() async throws {
-        let signed = try PKCS7SignedData.parse(der: try Fixtures.base64File("receipts/tpinappreceipt/receipt-sandbox-g5"))
-        let store = try TrustStore(roots: [try Fixtures.appleIncRoot()])
+        let signed = try PKCS7SignedData.parse(der: try generatedReceipt())
+        let store = try TrustStore(roots: [try GeneratedPKI.shared().chain.root.certificate])
         let date = Fixtures.date("2025-12-26T18:39:47Z")
+        XCTAssertEqual(signed.content.first, 0x31)
         let valid = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<16 { group.addTask { signed.verify(trustStore: store, at: date).isValid } }
             return await group.reduce(true) { $0 && $1 }
@@ -135,7 +164,7 @@ final class PKCS7Tests: XCTestCase {
     /// iOS 6 transaction receipts (SOURCES.md §3, last row): signature blob = version 0x02 ‖
     /// RSA signature ‖ UInt32 BE certificate length ‖ certificate DER; RSA PKCS#1 v1.5 SHA-1 over
     /// 0x02 ‖ purchase-info bytes, with the embedded PurchaseReceiptCertificate's key.
-    func testLegacyTransactionReceiptSHA1Signature() throws {
+    private func legacyTransactionReceiptSHA1Signature() throws {
         let text = String(decoding: try Fixtures.base64File("receipts/itunes-iap/raw_receipt_legacy.b64"), as: UTF8.self)
         func field(_ name: String) throws -> [UInt8] {
             let start = try XCTUnwrap(text.range(of: "\"\(name)\" = \""))

@@ -1,9 +1,10 @@
 import Crypto
 import Foundation
+import TestSupport
 import XCTest
 
-/// ECDSA P-256 sign -> verify through OpenSSL, the .p8 test key Apple publishes, signature
-/// encodings (JWS r||s and DER), and a real Apple-signed JWS.
+/// ECDSA P-256 sign -> verify through OpenSSL, signature encodings (JWS r||s and DER), and, from
+/// ../shared when present, the .p8 test key Apple publishes and a real Apple-signed JWS.
 final class SignatureTests: XCTestCase {
     private let message = Array("header.payload".utf8)
 
@@ -101,7 +102,18 @@ final class SignatureTests: XCTestCase {
         }
     }
 
-    func testAppleTestSigningKeyMatchesItsPublishedPublicKey() throws {
+    /// Apple's own keys and signatures (one test: it needs ../shared).
+    func testApplesOwnKeysAndSignatures() throws {
+        try appleTestSigningKeyMatchesItsPublishedPublicKey()
+        try realAppleJWSSignatureAndChain()
+        // A P-384 public key parses as P-384 and never verifies a P-256-sized signature.
+        let g3Key = try Fixtures.appleRootG3().publicKey
+        XCTAssertEqual(g3Key.type, .p384)
+        XCTAssertFalse(g3Key.verify(rawSignature: Array(repeating: 1, count: 64), message: message))
+        XCTAssertEqual(try Fixtures.appleIncRoot().publicKey.type, .rsa(bits: 2048))
+    }
+
+    private func appleTestSigningKeyMatchesItsPublishedPublicKey() throws {
         let key = try P256PrivateKey(pem: try Fixtures.text("apple-lib/certs/testSigningKey.p8"))
         let published = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErPJyxEu2/oKCrJaaTVTrq39DKJ2XcN6W+k8UvGf+Y/lDWNbFitQocabsDUvSN0edHH3UKP5QPTz4cOlyIPMrXQ=="
         XCTAssertEqual(Base64.encode(key.publicKey.spkiDER), published)
@@ -110,16 +122,17 @@ final class SignatureTests: XCTestCase {
         XCTAssertTrue(try PublicKey(spkiDER: try XCTUnwrap(Base64.decode(published))).verify(signature: signature, message: message))
     }
 
-    /// SOURCES.md §6: promotional-offer V1 signatures are DER ECDSA-SHA256 over the U+2063-joined payload.
+    /// SOURCES.md §6: promotional-offer V1 signatures are DER ECDSA-SHA256 over the U+2063-joined
+    /// payload; signed with the generated offer key, verified with its PEM public key.
     func testPromotionalOfferVectorsSignAndVerify() throws {
-        let inputs = try JSONSerialization.jsonObject(with: Data(try Fixtures.bytes("promo-offer/v1-signature-inputs.json"))) as? [String: Any]
-        let publicKey = try PublicKey(pem: try XCTUnwrap(inputs?["public_key_spki_pem"] as? String))
-        let key = try P256PrivateKey(pem: try Fixtures.text("apple-lib/certs/testSigningKey.p8"))
+        let pki = try GeneratedPKI.shared()
+        let publicKey = try PublicKey(pem: pki.offerPublicKeyPEM)
+        let key = pki.offerKey
         XCTAssertEqual(publicKey, key.publicKey)
-        let vectors = try XCTUnwrap(inputs?["vectors"] as? [[String: Any]])
-        XCTAssertEqual(vectors.count, 3)
+        let vectors = try OfferVector.all()
+        XCTAssertGreaterThanOrEqual(vectors.count, 2)
         for vector in vectors {
-            let payload = Array(try XCTUnwrap(vector["expected_payload"] as? String).utf8)
+            let payload = Array(vector.expected_payload.utf8)
             let der = try key.sign(payload).der
             XCTAssertEqual(der.first, 0x30)
             XCTAssertTrue((70...72).contains(der.count), "DER length \(der.count)")
@@ -128,17 +141,12 @@ final class SignatureTests: XCTestCase {
     }
 
     func testKeyParsingRejectsOtherKeysAndGarbage() throws {
-        // The test CA's key is P-256 but it is a certificate, not a private key.
-        let certificatePEM = try Fixtures.text("apple-lib/certs/testCA.pem")
+        // The root's key is P-256 but it is a certificate, not a private key.
+        let certificatePEM = try GeneratedPKI.shared().chain.root.certificate.pem
         XCTAssertThrowsError(try P256PrivateKey(pem: certificatePEM))
         XCTAssertThrowsError(try P256PrivateKey(pem: ""))
         XCTAssertThrowsError(try P256PrivateKey(der: []))
         XCTAssertThrowsError(try P256PrivateKey(der: Array(repeating: 0x30, count: 100)))
-        // A P-384 public key parses as P-384 and never verifies a P-256-sized signature.
-        let g3Key = try Fixtures.appleRootG3().publicKey
-        XCTAssertEqual(g3Key.type, .p384)
-        XCTAssertFalse(g3Key.verify(rawSignature: Array(repeating: 1, count: 64), message: message))
-        XCTAssertEqual(try Fixtures.appleIncRoot().publicKey.type, .rsa(bits: 2048))
         do {
             _ = try P256PrivateKey(pem: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
             XCTFail("garbage key parsed")
@@ -149,7 +157,7 @@ final class SignatureTests: XCTestCase {
 
     /// A real App Store JWS (SOURCES.md §2): ES256 over "header.payload" with x5c[0]'s key,
     /// and its chain valid to Apple Root CA - G3 at signedDate, in strict mode.
-    func testRealAppleJWSSignatureAndChain() throws {
+    private func realAppleJWSSignatureAndChain() throws {
         let jws = try Fixtures.text("jws/apple-signed/sandbox-consumable-transaction.jws")
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
