@@ -4,8 +4,9 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Every JWS fixture verifies or fails exactly as SOURCES.md says its origin (Apple's libraries,
-/// with online checks off) expects; plus the chain verdicts of Apple's ChainVerifier tests.
+/// Every JWS of Apple's (from ../shared, one test) verifies or fails exactly as SOURCES.md says its
+/// origin (Apple's libraries, with online checks off) expects; the chain verdicts of Apple's
+/// ChainVerifier tests, claims and environments run on StoreLedger's generated chain.
 final class SignedDataVerifierTests: XCTestCase {
     private func appleTestVerifier(environment: AppStoreEnvironment = .sandbox, bundleId: String = "com.example",
                                    appAppleId: Int64? = 1234) throws -> SignedDataVerifier {
@@ -13,7 +14,18 @@ final class SignedDataVerifierTests: XCTestCase {
                                environments: [environment], strictChecks: false)
     }
 
-    func testMockNotificationVerdictsMatchApple() throws {
+    /// Apple's own signed data (one test: it needs ../shared).
+    func testApplesOwnSignedData() throws {
+        try mockNotificationVerdictsMatchApple()
+        try mockTransactionAndRenewalInfo()
+        try mockWrongBundleAndMissingX5C()
+        try realAppleNotificationVerifiesStrictlyAtSignedDate()
+        try realSandboxTransactionEqualsExpectedPayload()
+        try testChainFailsAgainstRealRootAndInStrictMode()
+        try xcodeDataIsRefusedUnlessLocalVerificationIsExplicitlySkipped()
+    }
+
+    private func mockNotificationVerdictsMatchApple() throws {
         let token = try Fixtures.text("apple-lib/mock_signed_data/testNotification")
         let sandbox = try appleTestVerifier().verifyNotification(token)
         let payload = try XCTUnwrap(try sandbox.get().payload)
@@ -23,7 +35,7 @@ final class SignedDataVerifierTests: XCTestCase {
                        .invalidAppIdentifier)
     }
 
-    func testMockTransactionAndRenewalInfo() throws {
+    private func mockTransactionAndRenewalInfo() throws {
         let transaction = try Fixtures.text("apple-lib/mock_signed_data/transactionInfo")
         let verified = try appleTestVerifier().verifyTransaction(transaction).get()
         XCTAssertEqual(verified.environment, .sandbox)
@@ -35,18 +47,28 @@ final class SignedDataVerifierTests: XCTestCase {
                        .invalidEnvironment)
     }
 
-    func testWrongBundleMissingX5CAndMalformedTokens() throws {
+    private func mockWrongBundleAndMissingX5C() throws {
         let verifier = try appleTestVerifier()
-        XCTAssertEqual(verifier.verifyNotification(try Fixtures.text("apple-lib/mock_signed_data/wrongBundleId")).failureValue?.status,
-                       .invalidAppIdentifier)
-        XCTAssertEqual(verifier.verifyNotification(try Fixtures.text("apple-lib/mock_signed_data/missingX5CHeaderClaim")).failureValue?.status,
-                       .verificationFailure)
+        let wrongBundle = try Fixtures.text("apple-lib/mock_signed_data/wrongBundleId")
+        XCTAssertEqual(verifier.verifyNotification(wrongBundle).failureValue?.status, .invalidAppIdentifier)
+        let missingX5C = try Fixtures.text("apple-lib/mock_signed_data/missingX5CHeaderClaim")
+        XCTAssertEqual(verifier.verifyNotification(missingX5C).failureValue?.status, .verificationFailure)
+    }
+
+    func testWrongBundleMissingX5CAndMalformedTokens() throws {
+        let pki = try TestPKI.load()
+        let verifier = try pki.verifier()
+        let otherApp = V2Payloads.notification(bundleId: "com.example.other", signedTransaction: nil, signedRenewal: nil)
+        XCTAssertEqual(verifier.verifyNotification(try pki.sign(otherApp)).failureValue?.status, .invalidAppIdentifier)
+        let ours = V2Payloads.notification(signedTransaction: nil, signedRenewal: nil)
+        XCTAssertNoThrow(try verifier.verifyNotification(try pki.sign(ours)).get())
+        XCTAssertEqual(verifier.verifyNotification(try pki.sign(ours, header: ["alg": "ES256"])).failureValue?.status, .verificationFailure)
         for token in ["a.b.c.d", "a.b.c", "", "...", "abc"] {
             XCTAssertEqual(verifier.verifyNotification(token).failureValue?.status, .verificationFailure, token)
         }
     }
 
-    func testRealAppleNotificationVerifiesStrictlyAtSignedDate() throws {
+    private func realAppleNotificationVerifiesStrictlyAtSignedDate() throws {
         let token = try Fixtures.jsonString("jws/apple-signed/test-notification-signed-payload.json", field: "signedPayload")
         let verifier = try SignedDataVerifier(roots: [try Fixtures.appleRootG3()], bundleId: "com.Abilities", appAppleId: nil,
                                               environments: [.sandbox], strictChecks: true)
@@ -59,7 +81,7 @@ final class SignedDataVerifierTests: XCTestCase {
         XCTAssertEqual(wrongRoot.verifyNotification(token).failureValue?.status, .verificationFailure)
     }
 
-    func testRealSandboxTransactionEqualsExpectedPayload() throws {
+    private func realSandboxTransactionEqualsExpectedPayload() throws {
         let token = try Fixtures.text("jws/apple-signed/sandbox-consumable-transaction.jws")
         let verifier = try SignedDataVerifier(roots: [try Fixtures.appleRootG3()], bundleId: "com.goodheartapp", appAppleId: nil,
                                               environments: [.sandbox])
@@ -74,7 +96,7 @@ final class SignedDataVerifierTests: XCTestCase {
         XCTAssertEqual(facts.purchaseDateMs, 1_738_645_560_000)
     }
 
-    func testTestChainFailsAgainstRealRootAndInStrictMode() throws {
+    private func testChainFailsAgainstRealRootAndInStrictMode() throws {
         let token = try Fixtures.text("apple-lib/mock_signed_data/testNotification")
         let realRoot = try SignedDataVerifier(roots: [try Fixtures.appleRootG3()], bundleId: "com.example", appAppleId: nil,
                                               environments: [.sandbox], strictChecks: false)
@@ -86,7 +108,7 @@ final class SignedDataVerifierTests: XCTestCase {
         XCTAssertEqual(noRoots.verifyNotification(token).failureValue?.status, .invalidCertificate)
     }
 
-    func testXcodeDataIsRefusedUnlessLocalVerificationIsExplicitlySkipped() throws {
+    private func xcodeDataIsRefusedUnlessLocalVerificationIsExplicitlySkipped() throws {
         let token = try Fixtures.text("apple-lib/xcode/xcode-signed-transaction")
         let bundle = "com.example.naturelab.backyardbirds.example"
         let production = try SignedDataVerifier(roots: [try Fixtures.appleRootG3()], bundleId: bundle, appAppleId: 1,
