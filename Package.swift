@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
-        .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "AppleDecoding", "Domain", "Crypto", "Runtime"],
+        .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
         .testTarget(name: "SignerTests", dependencies: ["TestSupport", "Signer", "Crypto", "Domain", "Runtime"],
                     path: "Tests/SignerTests", swiftSettings: strict),

@@ -2,15 +2,19 @@
 import Crypto
 import Domain
 import Foundation
+import TestSupport
 import XCTest
 
-/// App receipts (PKCS#7 + ASN.1) decode and verify as SOURCES.md §3 says, and uploads become
-/// one event per subscription carrying the uploader's user id.
+/// App receipts (PKCS#7 + ASN.1): Apple's real ones (from ../shared, one test) decode and verify
+/// as SOURCES.md §3 says; on receipts of the simulated App Store signed by the generated chain,
+/// tampering is refused and uploads become one event per subscription carrying the uploader's
+/// user id.
 final class ReceiptTests: XCTestCase {
     private func receipt(_ relative: String) throws -> [UInt8] {
         let bytes = try Fixtures.bytes(relative)
         if relative.hasSuffix(".json") {
-            return try XCTUnwrap(Base64.decode(try Fixtures.jsonString(relative, field: "transactionReceipt")))
+            let text = try Fixtures.jsonString(relative, field: "transactionReceipt")  // outside XCTUnwrap (a skip there fails)
+            return try XCTUnwrap(Base64.decode(text))
         }
         // Base64 text, or raw DER for the namecare receipt.
         return Base64.decode(String(decoding: bytes, as: UTF8.self)) ?? bytes
@@ -20,7 +24,18 @@ final class ReceiptTests: XCTestCase {
         try AppReceiptVerifier(roots: [try Fixtures.appleIncRoot()])
     }
 
-    func testSandboxG5ReceiptDecodesVerifiesAndMatchesItsDevice() throws {
+    /// Apple's own receipts (one test: it needs ../shared).
+    func testApplesOwnReceipts() throws {
+        try sandboxG5ReceiptDecodesVerifiesAndMatchesItsDevice()
+        try productionReceiptWithPromotionalOffers()
+        try legacySHA1ReceiptWith187PurchasesVerifiesAtCreationDate()
+        try derSandboxReceiptAndLaravelReceipts()
+        try xcodeReceiptsNeedTheStoreKitCertificate()
+        try legacyTransactionReceiptIsRecognisedDecodedAndRefusedLocally()
+        try appleUploadsBecomeOneEventPerSubscription()
+    }
+
+    private func sandboxG5ReceiptDecodesVerifiesAndMatchesItsDevice() throws {
         let verified = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")).get()
         let r = verified.receipt
         XCTAssertEqual(r.receiptType, "ProductionSandbox")
@@ -37,7 +52,7 @@ final class ReceiptTests: XCTestCase {
         XCTAssertFalse(AppReceiptVerifier.matchesDevice(r, deviceIdentifier: [UInt8](repeating: 0, count: 16)))
     }
 
-    func testProductionReceiptWithPromotionalOffers() throws {
+    private func productionReceiptWithPromotionalOffers() throws {
         let r = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-production")).get().receipt
         XCTAssertEqual(r.receiptType, "Production")
         XCTAssertEqual(r.bundleId, "org.getpure.pure-iphone")
@@ -50,14 +65,14 @@ final class ReceiptTests: XCTestCase {
                        ["340001264290434", "340001311555626"])
     }
 
-    func testLegacySHA1ReceiptWith187PurchasesVerifiesAtCreationDate() throws {
+    private func legacySHA1ReceiptWith187PurchasesVerifiesAtCreationDate() throws {
         let r = try appleVerifier().verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-legacy")).get().receipt
         XCTAssertEqual(r.bundleId, "com.nutcall.alert")
         XCTAssertEqual(r.inApp.count, 187)
         XCTAssertEqual(Set(r.inApp.map(\.originalTransactionId)), ["1000000603177571"])
     }
 
-    func testDERSandboxReceiptAndLaravelReceipts() throws {
+    private func derSandboxReceiptAndLaravelReceipts() throws {
         let namecare = try appleVerifier().verify(try receipt("receipts/namecare-rust/xcode-app-receipt-legacy")).get().receipt
         XCTAssertEqual(namecare.bundleId, "com.XMCodey.apple.ClipTrace")
         XCTAssertEqual(namecare.inApp.map(\.transactionId), ["2000000909538865"])
@@ -70,7 +85,7 @@ final class ReceiptTests: XCTestCase {
         XCTAssertTrue(product.inApp.contains { $0.transactionId == "1000000747778008" && $0.productId == "boost" })
     }
 
-    func testXcodeReceiptsNeedTheStoreKitCertificate() throws {
+    private func xcodeReceiptsNeedTheStoreKitCertificate() throws {
         let storeKit = try AppReceiptVerifier(roots: [try Fixtures.storeKitRoot()])
         let withTransaction = try storeKit.verify(try receipt("apple-lib/xcode/xcode-app-receipt-with-transaction")).get().receipt
         XCTAssertEqual(withTransaction.receiptType, "Xcode")
@@ -88,20 +103,26 @@ final class ReceiptTests: XCTestCase {
     }
 
     func testTamperedTruncatedAndWrongBundleReceiptsAreRefused() throws {
-        var der = try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")
-        let verifier = try appleVerifier()
+        let generated = try GeneratedReceipt.make()
+        var der = generated.der
+        let verifier = try GeneratedReceipt.verifier()
+        XCTAssertEqual(try verifier.verify(der).get().receipt.bundleId, GeneratedReceipt.bundleId)
         XCTAssertEqual(verifier.verify(Array(der.prefix(der.count / 2))).failureValue?.kind, ReceiptFailure.invalidReceipt)
         // Flip a byte inside the signed content (the bundle id's text).
-        let needle = Array("dev.bonzer.weeka.app".utf8)
+        let needle = Array(GeneratedReceipt.bundleId.utf8)
         let at = try XCTUnwrap((0...(der.count - needle.count)).first { Array(der[$0..<($0 + needle.count)]) == needle })
         der[at] ^= 0x01
         XCTAssertEqual(verifier.verify(der).failureValue?.kind, ReceiptFailure.verificationFailure)
-        let otherApp = try AppReceiptVerifier(roots: [try Fixtures.appleIncRoot()], bundleIds: ["com.other"])
-        XCTAssertEqual(otherApp.verify(try receipt("receipts/tpinappreceipt/receipt-sandbox-g5")).failureValue?.kind, ReceiptFailure.wrongBundle)
+        let otherApp = try GeneratedReceipt.verifier(bundleIds: ["com.other"])
+        XCTAssertEqual(otherApp.verify(generated.der).failureValue?.kind, ReceiptFailure.wrongBundle)
         XCTAssertEqual(verifier.verify([0x30, 0x80]).failureValue?.kind, ReceiptFailure.invalidReceipt)
+        // Another root does not vouch for it.
+        let other = try TestCertificateChain.generate(name: "Another App Store", notBefore: GeneratedPKI.notBefore, notAfter: GeneratedPKI.notAfter)
+        XCTAssertEqual(try AppReceiptVerifier(roots: [other.root.certificate]).verify(generated.der).failureValue?.kind,
+                       ReceiptFailure.verificationFailure)
     }
 
-    func testLegacyTransactionReceiptIsRecognisedDecodedAndRefusedLocally() throws {
+    private func legacyTransactionReceiptIsRecognisedDecodedAndRefusedLocally() throws {
         let bytes = try receipt("receipts/itunes-iap/raw_receipt_legacy.b64")
         XCTAssertTrue(LegacyTransactionReceipt.looksLikeOne(bytes))
         let legacy = try XCTUnwrap(LegacyTransactionReceipt.parse(bytes))
@@ -121,27 +142,41 @@ final class ReceiptTests: XCTestCase {
     }
 
     func testUploadBecomesOneEventPerSubscriptionWithTheUsersId() throws {
-        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
-        let base64 = try Fixtures.text("receipts/tpinappreceipt/receipt-sandbox-g5")
-        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "user-77", "receipt_data": base64, "productId": "x"]))
+        let generated = try GeneratedReceipt.make()
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try GeneratedReceipt.verifier(), verifyReceipt: nil)
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "user-77", "receipt_data": generated.base64, "productId": "x"]))
         let position = RecordPosition(topic: Topic.receiptsRaw, partition: 0, offset: 9)
         let events = try upload.decode(body: body, receivedAtMs: 5, rawPosition: position).get()
-        XCTAssertEqual(events.count, 1)
-        let event = events[0]
+        // The subscription and the consumable: one event per original transaction.
+        XCTAssertEqual(events.count, 2)
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == generated.originalTransactionId })
         XCTAssertEqual(event.source, .appReceipt)
         XCTAssertEqual(event.appUserId, "user-77")
-        XCTAssertEqual(event.subscriptionKey, "2000001092134138")
         XCTAssertEqual(event.environment, "Sandbox")
-        XCTAssertEqual(event.bundleId, "dev.bonzer.weeka.app")
-        XCTAssertEqual(event.transactions.map(\.transactionId), ["2000001092134138", "2000001092148094"])
-        XCTAssertEqual(event.transactions.first?.webOrderLineItemId, "2000000123357229")
-        XCTAssertTrue(event.eventId.hasPrefix("receipt:") && event.eventId.hasSuffix(":2000001092134138"))
+        XCTAssertEqual(event.bundleId, GeneratedReceipt.bundleId)
+        XCTAssertEqual(event.transactions.map(\.transactionId), generated.subscriptionTransactionIds)
+        XCTAssertNotNil(event.transactions.first?.webOrderLineItemId)
+        XCTAssertTrue(event.eventId.hasPrefix("receipt:") && event.eventId.hasSuffix(":\(generated.originalTransactionId)"))
+        XCTAssertEqual(events.first { $0.subscriptionKey != generated.originalTransactionId }?.transactions.map(\.transactionId),
+                       [generated.consumableTransactionId])
+        XCTAssertEqual(Set(events.map(\.subscriptionKey)).count, events.count)
         // Same receipt, same user → same event id; another user → another id (R2 and fraud evidence).
-        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 6, rawPosition: nil).get().first?.eventId, event.eventId)
-        let other = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": 42, "receipt_data": base64]))
+        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 6, rawPosition: nil).get().first?.eventId, events.first?.eventId)
+        let other = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": 42, "receipt_data": generated.base64]))
         let otherEvent = try XCTUnwrap(try upload.decode(body: other, receivedAtMs: 6, rawPosition: nil).get().first)
         XCTAssertEqual(otherEvent.appUserId, "42")
-        XCTAssertNotEqual(otherEvent.eventId, event.eventId)
+        XCTAssertNotEqual(otherEvent.eventId, events.first?.eventId)
+    }
+
+    private func appleUploadsBecomeOneEventPerSubscription() throws {
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
+        let base64 = try Fixtures.text("receipts/tpinappreceipt/receipt-sandbox-g5")
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "user-77", "receipt_data": base64]))
+        let events = try upload.decode(body: body, receivedAtMs: 5, rawPosition: nil).get()
+        XCTAssertEqual(events.count, 1)
+        XCTAssertEqual(events[0].subscriptionKey, "2000001092134138")
+        XCTAssertEqual(events[0].transactions.map(\.transactionId), ["2000001092134138", "2000001092148094"])
+        XCTAssertEqual(events[0].transactions.first?.webOrderLineItemId, "2000000123357229")
 
         // Consumables and subscriptions in one receipt: one event per original transaction.
         let laravel = try Fixtures.jsonString("receipts/imdhemy-laravel/product-receipt.json", field: "transactionReceipt")
@@ -153,7 +188,7 @@ final class ReceiptTests: XCTestCase {
     }
 
     func testUploadShapeFailures() throws {
-        let upload = ReceiptUploadDecoder(validation: .local, verifier: try appleVerifier(), verifyReceipt: nil)
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try GeneratedReceipt.verifier(), verifyReceipt: nil)
         func kind(_ text: String) -> String? {
             if case .permanent(let failure)? = upload.decode(body: Array(text.utf8), receivedAtMs: 0, rawPosition: nil).failureValue { return failure.kind }
             return nil
@@ -163,8 +198,7 @@ final class ReceiptTests: XCTestCase {
         XCTAssertEqual(kind(#"{"user_id":"u","receipt_data":"!!!"}"#), ReceiptFailure.invalidReceipt)
         XCTAssertEqual(kind(#"{"user_id":"u","receipt_data":"AAAA"}"#), ReceiptFailure.invalidReceipt)
         let unconfigured = ReceiptUploadDecoder(validation: .local, verifier: nil, verifyReceipt: nil)
-        let base64 = try Fixtures.text("receipts/tpinappreceipt/receipt-sandbox-g5")
-        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": base64]))
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": try GeneratedReceipt.make().base64]))
         XCTAssertEqual(unconfigured.decode(body: body, receivedAtMs: 0, rawPosition: nil).failureValue,
                        .permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (STORELEDGER_RECEIPT_ROOTS)")))
     }
@@ -181,14 +215,22 @@ final class ReceiptTests: XCTestCase {
     }
 }
 
-/// The cached-chain receipt path must give OpenSSL CMS_verify's verdict on every fixture and on
-/// hostile variants of them (bit flips in every region, truncations).
+/// The cached-chain receipt path must give OpenSSL CMS_verify's verdict on a generated receipt
+/// and on hostile variants of it (bit flips in every region, truncations); and on Apple's
+/// receipts and their variants (one test: it needs ../shared).
 final class ReceiptFastPathTests: XCTestCase {
-    func testFastPathAgreesWithOpenSSLOnFixturesAndMutations() throws {
+    func testFastPathAgreesWithOpenSSLOnAGeneratedReceiptAndMutations() throws {
+        let fast = try GeneratedReceipt.verifier(fastPath: true)
+        let openssl = try GeneratedReceipt.verifier(fastPath: false)
+        let der = try GeneratedReceipt.make().der
+        XCTAssertNotNil(SignedReceiptMessage.parse(der), "the fast path handles DER receipts")
+        agree(fast, openssl, der: der, name: "generated")
+    }
+
+    func testFastPathAgreesWithOpenSSLOnApplesReceiptsAndMutations() throws {
         let roots = [try Fixtures.appleIncRoot(), try Fixtures.storeKitRoot()]
         let fast = try AppReceiptVerifier(roots: roots, bundleIds: [], strictChecks: true, fastPath: true, now: { Date() })
         let openssl = try AppReceiptVerifier(roots: roots, bundleIds: [], strictChecks: true, fastPath: false, now: { Date() })
-        var generator = SystemRandomNumberGenerator()
         var parsedByFastPath = 0
         for file in ["receipts/tpinappreceipt/receipt-sandbox-g5", "receipts/tpinappreceipt/receipt-production",
                      "receipts/namecare-rust/xcode-app-receipt-legacy", "apple-lib/xcode/xcode-app-receipt-with-transaction",
@@ -196,20 +238,26 @@ final class ReceiptFastPathTests: XCTestCase {
             let bytes = try Fixtures.bytes(file)
             let der = Base64.decode(String(decoding: bytes, as: UTF8.self)) ?? bytes
             if SignedReceiptMessage.parse(der) != nil { parsedByFastPath += 1 }
-            XCTAssertTrue(fast.verify(der).failureValue == nil, file)
-            var variants: [[UInt8]] = []
-            for _ in 0..<60 {
-                var copy = der
-                copy[Int.random(in: 0..<copy.count, using: &generator)] ^= UInt8(1 << Int.random(in: 0..<8, using: &generator))
-                variants.append(copy)
-            }
-            for cut in stride(from: 1, to: der.count, by: max(1, der.count / 20)) { variants.append(Array(der.prefix(cut))) }
-            for variant in variants {
-                let a = fast.verify(variant).failureValue == nil
-                let b = openssl.verify(variant).failureValue == nil
-                XCTAssertEqual(a, b, "\(file): fast path says \(a), OpenSSL says \(b)")
-            }
+            agree(fast, openssl, der: der, name: file)
         }
         XCTAssertGreaterThanOrEqual(parsedByFastPath, 3, "the fast path should handle Apple's DER receipts")
+    }
+
+    /// `der` verifies, and so does or does not each of its mutations on both paths alike.
+    private func agree(_ fast: AppReceiptVerifier, _ openssl: AppReceiptVerifier, der: [UInt8], name file: String) {
+        var generator = SystemRandomNumberGenerator()
+        XCTAssertTrue(fast.verify(der).failureValue == nil, file)
+        var variants: [[UInt8]] = []
+        for _ in 0..<60 {
+            var copy = der
+            copy[Int.random(in: 0..<copy.count, using: &generator)] ^= UInt8(1 << Int.random(in: 0..<8, using: &generator))
+            variants.append(copy)
+        }
+        for cut in stride(from: 1, to: der.count, by: max(1, der.count / 20)) { variants.append(Array(der.prefix(cut))) }
+        for variant in variants {
+            let a = fast.verify(variant).failureValue == nil
+            let b = openssl.verify(variant).failureValue == nil
+            XCTAssertEqual(a, b, "\(file): fast path says \(a), OpenSSL says \(b)")
+        }
     }
 }

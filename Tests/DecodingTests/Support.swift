@@ -2,6 +2,7 @@
 import Crypto
 import Domain
 import Foundation
+import Simulator
 import TestSupport
 import XCTest
 
@@ -25,13 +26,15 @@ enum Fixtures {
         try P256PrivateKey(pem: try text(relative))
     }
 
+    // Reads happen before XCTUnwrap: a skip thrown inside its autoclosure counts as a failure.
     static func jsonString(_ relative: String, field: String) throws -> String {
         let object = try JSONSerialization.jsonObject(with: Data(try bytes(relative))) as? [String: Any]
         return try XCTUnwrap(object?[field] as? String, "\(relative) has no string field \(field)")
     }
 
     static func jsonObject(_ relative: String) throws -> [String: Any] {
-        try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(try bytes(relative))) as? [String: Any])
+        let bytes = try bytes(relative)
+        return try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
     }
 
     static func testCA() throws -> X509Certificate { try certificate("apple-lib/certs/testCA.der") }
@@ -118,5 +121,41 @@ extension Result {
     var failureValue: Failure? {
         if case .failure(let failure) = self { return failure }
         return nil
+    }
+}
+
+/// App receipts in Apple's ASN.1 shape from the simulated App Store (Simulator.WireEmitter),
+/// signed by the generated chain: a sandbox Apple ID that bought a monthly subscription, renewed
+/// it once, and bought one consumable.
+struct GeneratedReceipt {
+    static let bundleId = SimulatorCatalog.bundleId
+    static let atMs: Int64 = 1_735_732_800_000  // 2025-01-01T12:00:00Z
+
+    /// Base64, as apps upload it.
+    let base64: String
+    let der: [UInt8]
+    let subscriptionTransactionIds: [String]
+    let originalTransactionId: String
+    let consumableTransactionId: String
+
+    static func make() throws -> GeneratedReceipt {
+        let config = StoreConfig(bundleId: bundleId, catalog: SimulatorCatalog.standard, runId: 18)
+        let emitter = WireEmitter(pki: try SimulatorPKI(chain: try GeneratedPKI.shared().chain), config: config)
+        var state = StoreState(config: config)
+        state.addUser("u")
+        try state.addAppleID(user: "u", environment: .sandbox)
+        let first = try state.purchase(user: "u", appleId: 0, productId: "vip.a.1m", atMs: atMs - 40 * 86_400_000)
+        let renewal = try state.renew(first.originalTransactionId)
+        let coins = try state.purchase(user: "u", appleId: 0, productId: "coins.100", atMs: atMs - 86_400_000)
+        let base64 = try emitter.receipt(state, user: "u", appleId: 0, atMs: atMs)
+        return GeneratedReceipt(base64: base64, der: try XCTUnwrap(Base64.decode(base64)),
+                                subscriptionTransactionIds: [first.transactionId, renewal.transactionId],
+                                originalTransactionId: first.originalTransactionId, consumableTransactionId: coins.transactionId)
+    }
+
+    /// A verifier trusting the generated root, strict X.509, for `bundleIds` (empty: any app).
+    static func verifier(bundleIds: Set<String> = [], fastPath: Bool = true) throws -> AppReceiptVerifier {
+        try AppReceiptVerifier(roots: [try GeneratedPKI.shared().chain.root.certificate], bundleIds: bundleIds, strictChecks: true,
+                               fastPath: fastPath, now: { Date() })
     }
 }
