@@ -1,15 +1,31 @@
 @testable import AppleDecoding
 import Domain
 import Foundation
+import TestSupport
 import XCTest
 
-/// V1 bodies of both shapes decode as SOURCES.md §5 says their origins expect.
+/// V1 bodies: Apple's real ones of both shapes (from ../shared, one test) decode as SOURCES.md §5
+/// says their origins expect; shared-secret checks and event ids on generated bodies.
 final class NotificationV1Tests: XCTestCase {
     private func decode(_ relative: String, secrets: [String] = []) throws -> Result<[AppleEvent], PermanentFailure> {
         NotificationV1Decoder(sharedSecrets: secrets).decode(body: try Fixtures.bytes(relative), receivedAtMs: 1, rawPosition: nil)
     }
 
-    func testDidChangeRenewalStatusWithUnifiedReceipt() throws {
+    private func decode(body: [String: Any], secrets: [String] = []) throws -> Result<[AppleEvent], PermanentFailure> {
+        NotificationV1Decoder(sharedSecrets: secrets).decode(body: [UInt8](try V1Notification.data(body)), receivedAtMs: 1, rawPosition: nil)
+    }
+
+    /// Apple's own V1 bodies (one test: it needs ../shared).
+    func testApplesOwnBodies() throws {
+        try didChangeRenewalStatusWithUnifiedReceipt()
+        try didRenewProdSharedSecretChecks()
+        try pre2021ShapesInitialBuyFailToRenewAndRefund()
+        let first = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
+        let second = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
+        XCTAssertEqual(first.map(\.eventId), second.map(\.eventId))
+    }
+
+    private func didChangeRenewalStatusWithUnifiedReceipt() throws {
         let events = try decode("notifications-v1/imdhemy-laravel/appstore-server-notification.json").get()
         let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000723811158" })
         XCTAssertEqual(event.source, .notificationV1)
@@ -25,7 +41,7 @@ final class NotificationV1Tests: XCTestCase {
         XCTAssertEqual(event.renewalInfo?.expirationIntent, "1")
     }
 
-    func testDidRenewProdSharedSecretChecks() throws {
+    private func didRenewProdSharedSecretChecks() throws {
         let events = try decode("notifications-v1/aporat/serverNotificationRequest.json", secrets: ["other", "dummy_shared_secret"]).get()
         XCTAssertEqual(events.count, 1)
         XCTAssertEqual(events[0].environment, "Production")  // "PROD"
@@ -39,7 +55,7 @@ final class NotificationV1Tests: XCTestCase {
                        "invalid_shared_secret")
     }
 
-    func testPre2021ShapesInitialBuyFailToRenewAndRefund() throws {
+    private func pre2021ShapesInitialBuyFailToRenewAndRefund() throws {
         let initial = try decode("notifications-v1/educreations/initial_buy.json").get()
         XCTAssertEqual(initial.first?.notification?.type, "INITIAL_BUY")
         XCTAssertEqual(initial.first?.environment, "Production")
@@ -53,10 +69,27 @@ final class NotificationV1Tests: XCTestCase {
         XCTAssertEqual(facts.productId, "com.educreations.proteacher.1year")
     }
 
+    func testGeneratedDidRenewDecodesWithSharedSecretChecks() throws {
+        let body = V1Notification.body(type: "DID_RENEW", originalTransactionId: "100000000000000", password: "dummy_shared_secret")
+        let events = try decode(body: body, secrets: ["other", "dummy_shared_secret"]).get()
+        XCTAssertEqual(events.count, 1)
+        XCTAssertEqual(events[0].environment, "Production")  // "PROD"
+        XCTAssertEqual(events[0].notification?.type, "DID_RENEW")
+        XCTAssertEqual(events[0].notification?.autoRenewStatus, true)
+        XCTAssertEqual(events[0].subscriptionKey, "100000000000000")
+        XCTAssertEqual(events[0].transactions.first?.webOrderLineItemId, "1000000000000001")
+        XCTAssertEqual(events[0].transactions.first?.purchaseDateMs, 1_593_216_159_000)
+        XCTAssertEqual(events[0].renewalInfo?.autoRenewStatus, true)  // "1"
+        XCTAssertEqual(try decode(body: body, secrets: ["wrong"]).failureValue?.kind, "invalid_shared_secret")
+        XCTAssertNoThrow(try decode(body: body).get(), "no secrets configured: not checked")
+    }
+
     func testSameBodyTwiceHasTheSameEventId() throws {
-        let first = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
-        let second = try decode("notifications-v1/aporat/serverNotificationRequest.json").get()
-        XCTAssertEqual(first.map(\.eventId), second.map(\.eventId))
+        let body = V1Notification.body(originalTransactionId: "200000000000000")
+        XCTAssertEqual(try decode(body: body).get().map(\.eventId), try decode(body: body).get().map(\.eventId))
+        var other = body
+        other["notification_type"] = "DID_RENEW"
+        XCTAssertNotEqual(try decode(body: other).get().map(\.eventId), try decode(body: body).get().map(\.eventId))
     }
 
     func testConstantTimeComparison() {

@@ -16,8 +16,28 @@ final class VerifyReceiptTests: XCTestCase {
                             maxBackoff: .milliseconds(4), timeout: 5)
     }
 
+    /// A verifyReceipt answer in Apple's shape (string-typed fields): subscription 1000000318012065
+    /// of com.example.app, weekly, renewal off; in_app (3) and latest_receipt_info (4) overlap in 2.
+    static let sandboxAnswer: String = {
+        let otid = "1000000318012065", start: Int64 = 1_498_000_000_000, week: Int64 = 604_800_000
+        func transaction(_ n: Int64) -> [String: Any] {
+            ["quantity": "1", "product_id": "testproduct", "transaction_id": String(1_000_000_318_420_594 + n),
+             "original_transaction_id": otid, "purchase_date_ms": String(start + n * week),
+             "original_purchase_date_ms": String(start), "expires_date_ms": String(start + (n + 1) * week),
+             "web_order_line_item_id": String(1_000_000_035_000_000 + n), "is_trial_period": n == 0 ? "true" : "false"]
+        }
+        let answer: [String: Any] = [
+            "status": 0, "environment": "Sandbox",
+            "receipt": ["receipt_type": "ProductionSandbox", "bundle_id": "com.example.app", "in_app": (0...2).map(transaction)],
+            "latest_receipt_info": (1...4).map(transaction),
+            "pending_renewal_info": [["auto_renew_product_id": "testproduct", "original_transaction_id": otid,
+                                      "product_id": "testproduct", "auto_renew_status": "0"]],
+        ]
+        return String(decoding: try! JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys]), as: UTF8.self)
+    }()
+
     func testSandboxReceiptIsRetriedOnSandbox() throws {
-        let valid = String(decoding: try Fixtures.bytes("verify-receipt/itunes-iap/autorenew_response2.json"), as: UTF8.self)
+        let valid = Self.sandboxAnswer
         let server = try ScriptedServer(responses: [(200, #"{"status":21007}"#), (200, valid)])
         guard case .valid(let response, let environment) = client(server).verify(receiptData: "AAAA") else {
             return XCTFail("expected a valid answer")
@@ -57,7 +77,7 @@ final class VerifyReceiptTests: XCTestCase {
     }
 
     func testUploadViaVerifyReceiptBecomesEventsWithRenewalInfo() throws {
-        let body = String(decoding: try Fixtures.bytes("verify-receipt/itunes-iap/autorenew_response2.json"), as: UTF8.self)
+        let body = Self.sandboxAnswer
         let server = try ScriptedServer(responses: [(200, body)])
         let upload = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(server))
         let request = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u9", "receipt_data": "AAAA"]))
@@ -69,9 +89,10 @@ final class VerifyReceiptTests: XCTestCase {
         XCTAssertEqual(event.bundleId, "com.example.app")
         XCTAssertEqual(event.renewalInfo?.autoRenewProductId, "testproduct")
         XCTAssertEqual(event.renewalInfo?.autoRenewStatus, false)
-        // in_app (13) and latest_receipt_info (18) overlap: 18 distinct transactions.
+        // in_app (3) and latest_receipt_info (4) overlap: 5 distinct transactions.
+        XCTAssertEqual(event.transactions.count, 5)
         XCTAssertEqual(Set(event.transactions.map(\.transactionId)).count, event.transactions.count)
-        XCTAssertTrue(event.transactions.contains { $0.transactionId == "1000000318420598" && $0.expiresDateMs == 1_500_975_210_000 })
+        XCTAssertTrue(event.transactions.contains { $0.transactionId == "1000000318420598" && $0.expiresDateMs == 1_501_024_000_000 })
 
         let failing = try ScriptedServer(responses: [(200, #"{"status":21005}"#), (200, #"{"status":21005}"#), (200, #"{"status":21005}"#)])
         let retrying = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(failing))
@@ -80,7 +101,8 @@ final class VerifyReceiptTests: XCTestCase {
         }
     }
 
-    func testResponseShapesFromTheFixtures() throws {
+    /// Apple's own verifyReceipt answers (one test: it needs ../shared).
+    func testApplesOwnResponseShapes() throws {
         let context = ReceiptUploadDecoder.EventContext(digest: "d", userId: nil, receivedAtMs: 0, rawPosition: nil)
         func events(_ relative: String) throws -> [AppleEvent] {
             try VerifyReceiptResponse.events(JSONFields(try Fixtures.jsonObject(relative)), endpoint: .production, context).get()

@@ -112,14 +112,7 @@ enum ScenarioBodies {
         return info
     }
 
-    /// Apple's `"2020-06-27 00:02:39 Etc/GMT"`.
-    static func appleDate(_ ms: Int64) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        return formatter.string(from: Date(timeIntervalSince1970: Double(ms) / 1000)) + " Etc/GMT"
-    }
+    static func appleDate(_ ms: Int64) -> String { V1Notification.appleDate(ms) }
 
     static func data(_ body: [String: Any]) throws -> Data {
         try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
