@@ -2,10 +2,50 @@
 # The test command (make test, .ci/run): build with warnings as errors, then every test layer.
 # Integration tests start the real broker (`storeledger broker`), a private PostgreSQL and all
 # workers as separate processes from the built binary.
+#
+# The suite makes its own keys, chains, receipts and notifications; only the few tests about
+# Apple's own bytes read ../shared/fixtures (or $STORELEDGER_FIXTURES) and skip without it. So a
+# full run (no arguments) also checks the skip budget: nothing skipped while the fixtures are
+# present, at most 5 % skipped without them, so that a new test that silently needs ../shared is
+# caught. swift test's own output, closing "Executed N tests" lines included, is passed through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WERROR=(-Xswiftc -warnings-as-errors)
 swift build --build-tests "${WERROR[@]}"
 export STORELEDGER_BIN="$PWD/.build/debug/storeledger"
 scripts/python-env.sh || echo "test.sh: Apple's Python library unavailable; DecodingTests skip the differential test" >&2  # private .venv for the decode differential test
-swift test --skip-build "$@"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+swift test --skip-build "$@" | tee "$log" || status=$?
+[ "$status" -eq 0 ] || exit "$status"
+[ "$#" -eq 0 ] || exit 0  # a filtered run is not the suite: no budget
+
+# XCTest's last "Executed" line is the whole run's total.
+summary=$(grep -E 'Executed [0-9]+ tests?, with' "$log" | tail -n 1 || true)
+run=$(sed -nE 's/.*Executed ([0-9]+) tests?, with.*/\1/p' <<<"$summary")
+skipped=$(sed -nE 's/.* with ([0-9]+) tests? skipped.*/\1/p' <<<"$summary")
+skipped=${skipped:-0}
+if [ -z "$run" ]; then
+    echo "test.sh: no XCTest summary line found; cannot check the skip budget" >&2
+    exit 1
+fi
+fixtures=${STORELEDGER_FIXTURES:-$PWD/../shared/fixtures}
+if [ -d "$fixtures" ]; then
+    if [ "$skipped" -gt 0 ]; then
+        echo "test.sh: $skipped of $run tests skipped although $fixtures is present:" >&2
+        grep -E "^Test Case '.*' skipped" "$log" >&2 || true
+        exit 1
+    fi
+    echo "test.sh: skip budget met: $run tests, none skipped (fixtures present)"
+else
+    budget=$((run * 5 / 100))
+    if [ "$skipped" -gt "$budget" ]; then
+        echo "test.sh: $skipped of $run tests skipped without $fixtures; the budget is 5 % ($budget)." \
+             "Tests must generate their data; only tests of Apple's own bytes may need ../shared:" >&2
+        grep -E "^Test Case '.*' skipped" "$log" >&2 || true
+        exit 1
+    fi
+    echo "test.sh: skip budget met: $run tests, $skipped skipped without $fixtures (budget $budget, 5 %)"
+fi

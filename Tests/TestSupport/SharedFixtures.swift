@@ -25,7 +25,7 @@ public enum SharedFixtures {
     public static func path(_ relative: String) throws -> String {
         let path = root.appendingPathComponent(relative).path
         guard FileManager.default.fileExists(atPath: path) else {
-            throw XCTSkip("needs Apple's data \(relative), absent: \(root.path) not found")
+            throw XCTSkip("needs Apple's data \(relative): " + (isPresent ? "not in \(root.path)" : "\(root.path) is absent"))
         }
         return path
     }
