@@ -17,12 +17,6 @@ enum Fixtures {
         return try XCTUnwrap(Base64.decode(text), "fixture \(path) is not base64")
     }
 
-    /// A string field of a JSON object file.
-    static func jsonString(_ path: String, field: String) throws -> String {
-        let object = try JSONSerialization.jsonObject(with: Data(try bytes(path))) as? [String: Any]
-        return try XCTUnwrap(object?[field] as? String, "\(path) has no string field \(field)")
-    }
-
     static func certificate(_ path: String) throws -> X509Certificate {
         let data = try bytes(path)
         // The test PKI's .pem files open with `openssl x509 -text` output before the PEM block.

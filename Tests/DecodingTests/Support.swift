@@ -22,10 +22,6 @@ enum Fixtures {
         try AppleDecodingConfiguration.loadCertificate(try path(relative))
     }
 
-    static func key(_ relative: String) throws -> P256PrivateKey {
-        try P256PrivateKey(pem: try text(relative))
-    }
-
     // Reads happen before XCTUnwrap: a skip thrown inside its autoclosure counts as a failure.
     static func jsonString(_ relative: String, field: String) throws -> String {
         let object = try JSONSerialization.jsonObject(with: Data(try bytes(relative))) as? [String: Any]
@@ -41,9 +37,6 @@ enum Fixtures {
     static func appleRootG3() throws -> X509Certificate { try certificate("certs/apple-real/AppleRootCA-G3.cer") }
     static func appleIncRoot() throws -> X509Certificate { try certificate("certs/apple-real/AppleIncRootCertificate.cer") }
     static func storeKitRoot() throws -> X509Certificate { try certificate("certs/xcode/StoreKitTestCertificate.cer") }
-
-    /// The effective date of the origin chain tests (SOURCES.md §1), 2025-11-01.
-    static let chainTestDate = Date(timeIntervalSince1970: 1_761_962_975)
 }
 
 /// Signs V2 payloads with StoreLedger's generated Apple-shaped chain (TestSupport.GeneratedPKI).

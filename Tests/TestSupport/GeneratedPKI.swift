@@ -3,9 +3,9 @@ import Foundation
 
 /// StoreLedger's own test keys, made once per test process: an Apple-shaped chain (root →
 /// intermediate marked `…100.6.2.1` → leaf marked `…100.6.11.1`, strict-valid X.509) that signs
-/// V2 JWS and PKCS#7 receipts, and a promotional-offer signing key. `directory` holds them as
-/// files for the processes under test: root.pem, intermediate.pem, leaf.pem with .key, and
-/// offer-signing-key.p8 (keys mode 0600). Removed when the process exits.
+/// V2 JWS and PKCS#7 receipts, and a promotional-offer signing key. Fresh keys each run: tests
+/// verify signatures, they never compare them. The processes under test read root.pem and
+/// offer-signing-key.p8 (mode 0600) from `directory`, which is removed when the process exits.
 public struct GeneratedPKI: Sendable {
     /// The chain's validity window, 2020-01-01 → 2040-01-01: every signed date the tests use falls inside.
     public static let notBefore = Date(timeIntervalSince1970: 1_577_836_800)
@@ -17,7 +17,6 @@ public struct GeneratedPKI: Sendable {
 
     public var rootPath: String { "\(directory)/root.pem" }
     public var offerKeyPath: String { "\(directory)/offer-signing-key.p8" }
-    public var offerPublicKeyPath: String { "\(directory)/offer-signing-key.pub.pem" }
 
     /// `-----BEGIN PUBLIC KEY-----` text of the offer key, as `openssl pkey -pubout` writes it.
     public var offerPublicKeyPEM: String {
@@ -38,35 +37,23 @@ public struct GeneratedPKI: Sendable {
 
     private static func make() throws -> GeneratedPKI {
         let chain = try TestCertificateChain.generate(name: "StoreLedger Test App Store", notBefore: notBefore, notAfter: notAfter)
-        let pki = GeneratedPKI(chain: chain, offerKey: try P256PrivateKey.generate(),
-                               directory: FileManager.default.temporaryDirectory
-                                   .appendingPathComponent("storeledger-test-pki-\(getpid())").path)
+        let pki = GeneratedPKI(chain: chain, offerKey: try P256PrivateKey.generate(), directory: processDirectory)
         try pki.write()
-        atexit { try? FileManager.default.removeItem(atPath: GeneratedPKI.exitDirectory) }
+        // A C function pointer cannot capture: it reads the static path.
+        atexit { try? FileManager.default.removeItem(atPath: GeneratedPKI.processDirectory) }
         return pki
     }
 
-    /// Read by the atexit handler, which cannot capture.
-    private static var exitDirectory: String {
+    private static var processDirectory: String {
         FileManager.default.temporaryDirectory.appendingPathComponent("storeledger-test-pki-\(getpid())").path
     }
 
     private func write() throws {
-        let manager = FileManager.default
-        try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let roles = [("root", chain.root), ("intermediate", chain.intermediate), ("leaf", chain.leaf)]
-        for (name, issued) in roles {
-            try Data(issued.certificate.pem.utf8).write(to: URL(fileURLWithPath: "\(directory)/\(name).pem"))
-            try writeKey(issued.key, to: "\(directory)/\(name).key")
-        }
-        try writeKey(offerKey, to: offerKeyPath)
-        try Data(offerPublicKeyPEM.utf8).write(to: URL(fileURLWithPath: offerPublicKeyPath))
-    }
-
-    private func writeKey(_ key: P256PrivateKey, to path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data(try key.pkcs8PEM().utf8),
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(chain.root.certificate.pem.utf8).write(to: URL(fileURLWithPath: rootPath))
+        guard FileManager.default.createFile(atPath: offerKeyPath, contents: Data(try offerKey.pkcs8PEM().utf8),
                                              attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: offerKeyPath])
         }
     }
 
@@ -87,11 +74,6 @@ public struct GeneratedPKI: Sendable {
                                                   key: try P256PrivateKey.generate(), by: chain.intermediate)
         return (TestCertificateChain(root: chain.root, intermediate: badIntermediate, leaf: leafOfBad),
                 TestCertificateChain(root: chain.root, intermediate: chain.intermediate, leaf: badLeaf))
-    }
-
-    /// Signs `payload` as App Store Server Notifications V2 / StoreKit 2 do: ES256 with `x5c`.
-    public func signJWS(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
-        try JWSSigner.signES256(header: header ?? ["alg": "ES256", "x5c": chain.x5c], payload: payload, key: chain.leaf.key)
     }
 
     /// A PKCS#7 SignedData receipt over `content`, signed by the leaf with the chain embedded.
