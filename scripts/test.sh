@@ -18,7 +18,9 @@ scripts/python-env.sh || echo "test.sh: Apple's Python library unavailable; Deco
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-swift test --skip-build "$@" | tee "$log" || status=$?
+# Line-buffered through the pipe, so progress still shows as each test ends.
+linebuffered=(); command -v stdbuf >/dev/null && linebuffered=(stdbuf -oL)
+"${linebuffered[@]}" swift test --skip-build "$@" | tee "$log" || status=$?
 [ "$status" -eq 0 ] || exit "$status"
 [ "$#" -eq 0 ] || exit 0  # a filtered run is not the suite: no budget
 
