@@ -29,6 +29,26 @@ enum ReceiptFields {
             appAccountToken: f.string("app_account_token"))
     }
 
+    /// The numeric fields the decoders read from these objects (STYLE.md practice 12).
+    static let transactionNumbers = ["purchase_date_ms", "original_purchase_date_ms", "expires_date_ms",
+                                     "cancellation_date_ms", "quantity"]
+    static let renewalNumbers = ["grace_period_expires_date_ms"]
+
+    /// The first numeric field that does not hold a whole number within Int64, as a decode failure.
+    static func invalidNumber(transactions: [JSONFields], renewals: [JSONFields], in place: String) -> PermanentFailure? {
+        for (index, object) in transactions.enumerated() {
+            if let key = object.invalidNumber(transactionNumbers) { return invalidNumber("\(place) transaction \(index)", key) }
+        }
+        for (index, object) in renewals.enumerated() {
+            if let key = object.invalidNumber(renewalNumbers) { return invalidNumber("\(place) pending_renewal_info \(index)", key) }
+        }
+        return nil
+    }
+
+    static func invalidNumber(_ place: String, _ key: String) -> PermanentFailure {
+        PermanentFailure("invalid_number", "\(place): \(key) is not a whole number within Int64")
+    }
+
     static func renewal(_ f: JSONFields) -> RenewalFacts? {
         guard let original = f.string("original_transaction_id") else { return nil }
         return RenewalFacts(
