@@ -243,6 +243,13 @@ final class EventBoundsTests: XCTestCase {
                 XCTAssertTrue(failure.map { $0.kind.hasSuffix("out_of_range") } ?? false, "\(failure?.description ?? "")")
             }
         }
+        for key in ReceiptFields.transactionIds {
+            for hostile: Any in [["x"], ["a": "b"]] {
+                var transaction = Self.v1Transaction
+                transaction[key] = hostile
+                XCTAssertEqual(try decodeV1Failure(transactions: [transaction])?.kind, "invalid_type", "\(key) = \(hostile)")
+            }
+        }
         var renewal: [String: Any] = ["original_transaction_id": "1", "grace_period_expires_date_ms": "99999999999999999999999999"]
         XCTAssertEqual(try decodeV1Failure(transactions: [Self.v1Transaction], renewals: [renewal])?.kind, "invalid_number")
         renewal["grace_period_expires_date_ms"] = ""

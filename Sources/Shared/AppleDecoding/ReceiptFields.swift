@@ -33,11 +33,16 @@ enum ReceiptFields {
     static let transactionNumbers = ["purchase_date_ms", "original_purchase_date_ms", "expires_date_ms",
                                      "cancellation_date_ms", "quantity"]
     static let renewalNumbers = ["grace_period_expires_date_ms"]
+    static let transactionIds = ["transaction_id", "original_transaction_id", "product_id", "web_order_line_item_id",
+                                 "promotional_offer_id", "offer_code_ref_name", "app_account_token", "subscription_group_identifier"]
 
     /// The first numeric field that does not hold a whole number within Int64, as a decode failure.
     static func invalidNumber(transactions: [JSONFields], renewals: [JSONFields], in place: String) -> PermanentFailure? {
         for (index, object) in transactions.enumerated() {
             if let key = object.invalidNumber(transactionNumbers) { return invalidNumber("\(place) transaction \(index)", key) }
+            if let key = object.invalidString(transactionIds) {
+                return PermanentFailure("invalid_type", "\(place) transaction \(index): \(key) must be a string")
+            }
         }
         for (index, object) in renewals.enumerated() {
             if let key = object.invalidNumber(renewalNumbers) { return invalidNumber("\(place) pending_renewal_info \(index)", key) }
