@@ -7,8 +7,9 @@ import XCTest
 /// system — ingest, broker, the four stage workers, PostgreSQL, V2 verified against Apple's test
 /// chain, receipts through a verifyReceipt stand-in — each class of hostile input is posted in turn:
 /// a 4 KB user id, NUL bytes in ids, Int64 extremes and 28-digit values in every numeric field (V1,
-/// V2 and verifyReceipt), wrong JSON types, deeply nested JSON, a garbage JWS. Each one gets a 4xx
-/// with a reason at the edge or a dead letter with a limit kind (docs/limits.md); after each class an
+/// V2 and verifyReceipt), wrong JSON types, deeply nested JSON, records produced straight to a later
+/// stage's topic, a garbage JWS. Each one gets a 4xx with a reason at the edge or a dead letter with
+/// a limit kind from the stage it entered (docs/limits.md); after each class an
 /// ordinary notification posted next is granted within 10 s; no process exits or restarts.
 final class HostileInputTests: XCTestCase {
     typealias Tx = ScenarioBodies.Tx
@@ -19,10 +20,12 @@ final class HostileInputTests: XCTestCase {
     enum Verdict {
         case refused(reasonContains: String)          // 4xx at the edge, with the reason
         case deadLettered(kind: String?)              // accepted, then dead-lettered (any kind when nil)
+        case deadLetteredBy(stage: String, kind: String)
     }
 
     struct Hostile {
-        enum Route { case notification, receipt, get(String) }
+        /// `topic`: produced straight to a later stage's topic, as if it got there some other way.
+        enum Route { case notification, receipt, get(String), topic(String) }
         var name: String
         var route: Route
         var body = Data()
@@ -34,8 +37,10 @@ final class HostileInputTests: XCTestCase {
         defer { world.stop() }
         let roles = ["broker", "ingest"] + Cluster.stages
         let pids = roles.map { world.cluster.supervisor.pid(of: $0) }
+        let producer = try KafkaProducer(config: world.cluster.kafka(clientId: "hostile-input"))
+        defer { producer.close() }
 
-        var expectedLetters: [(name: String, body: Data, kind: String?)] = []
+        var expectedLetters: [(name: String, body: Data, stage: String, kind: String?)] = []
         var ordinary = 0
         for (category, inputs) in try categories(world) {
             for input in inputs {
@@ -44,6 +49,9 @@ final class HostileInputTests: XCTestCase {
                 case .notification: response = try HTTP.post("\(world.cluster.ingestURL)/v1/notifications/appstore", body: input.body)
                 case .receipt: response = try HTTP.post("\(world.cluster.ingestURL)/v1/receipts", body: input.body)
                 case .get(let path): response = try HTTP.get("\(world.cluster.ingestURL)\(path)")
+                case .topic(let topic):
+                    _ = try producer.sendAndWait(topic: topic, key: Array("hostile".utf8), value: [UInt8](input.body), timeout: .seconds(10))
+                    response = HTTP.Response(status: 200, body: Data())
                 }
                 switch input.verdict {
                 case .refused(let reason):
@@ -52,7 +60,9 @@ final class HostileInputTests: XCTestCase {
                                   "\(input.name): reason \(response.text) lacks \(reason.debugDescription)")
                 case .deadLettered(let kind):
                     XCTAssertEqual(response.status, 200, "\(input.name): \(response.text)")
-                    expectedLetters.append((input.name, input.body, kind))
+                    expectedLetters.append((input.name, input.body, "decode", kind))
+                case .deadLetteredBy(let stage, let kind):
+                    expectedLetters.append((input.name, input.body, stage, kind))
                 }
             }
             // The flow goes on: an ordinary notification posted next is granted within 10 s.
@@ -66,7 +76,7 @@ final class HostileInputTests: XCTestCase {
         }
 
         // Every accepted hostile input is in the dead-letter topic, with its kind.
-        var letters: [Data: String] = [:]
+        var letters: [Data: (stage: String, kind: String)] = [:]
         do {
             try waitUntil("\(expectedLetters.count) hostile inputs are dead-lettered", timeout: 60, interval: 0.5) {
                 letters = try deadLetterKinds(world.cluster)
@@ -76,8 +86,8 @@ final class HostileInputTests: XCTestCase {
             throw ClusterError("\(error); missing: \(expectedLetters.filter { letters[$0.body] == nil }.map(\.name))")
         }
         for expected in expectedLetters {
-            let kind = letters[expected.body]
-            if let wanted = expected.kind { XCTAssertEqual(kind, wanted, expected.name) }
+            XCTAssertEqual(letters[expected.body]?.stage, expected.stage, expected.name)
+            if let wanted = expected.kind { XCTAssertEqual(letters[expected.body]?.kind, wanted, expected.name) }
         }
         // No process exited or was replaced.
         for (role, pid) in zip(roles, pids) {
@@ -87,11 +97,11 @@ final class HostileInputTests: XCTestCase {
     }
 
     /// The dead letters on the topic, by original bytes. The one place that knows their format.
-    private func deadLetterKinds(_ cluster: Cluster) throws -> [Data: String] {
-        var kinds: [Data: String] = [:]
+    private func deadLetterKinds(_ cluster: Cluster) throws -> [Data: (stage: String, kind: String)] {
+        var kinds: [Data: (stage: String, kind: String)] = [:]
         for record in try cluster.readTopic(Topic.deadLetter, atLeast: 1, timeout: 8) {
             if let letter = try? JSONDecoder().decode(DeadLetter.self, from: Data(record.value)) {
-                kinds[Data(letter.original)] = letter.errorKind
+                kinds[Data(letter.original)] = (letter.stage, letter.errorKind)
             }
         }
         return kinds
@@ -166,6 +176,7 @@ final class HostileInputTests: XCTestCase {
                                     + String(repeating: "}", count: 100) + "}").utf8),
                         verdict: .refused(reasonContains: "deeper than 32 levels")),
             ]),
+            ("records that reached a later topic some other way", try laterTopics(key: "\(key)7")),
             ("garbage JWS", [
                 Hostile(name: "signedPayload of three garbage segments", route: .notification,
                         body: Data(#"{"signedPayload":"eyJhbGciOiJFUzI1NiJ9.Z2FyYmFnZQ.c2lnbmF0dXJl"}"#.utf8),
@@ -175,6 +186,46 @@ final class HostileInputTests: XCTestCase {
                 Hostile(name: "signedPayload not base64url", route: .notification, body: Data(#"{"signedPayload":"not a jws!"}"#.utf8),
                         verdict: .refused(reasonContains: "not a compact JWS")),
             ]),
+        ]
+    }
+
+    /// Each stage checks again where a record enters it: dedupe (decoded event), classify (unique
+    /// event), membership (command). The first is the input that crash-looped dedupe.
+    private func laterTopics(key: String) throws -> [Hostile] {
+        let encoder = JSONEncoder()
+        let t = TransactionFacts(transactionId: "\(key)0", originalTransactionId: key, productId: "vip.standard.1m",
+                                 bundleId: ScenarioBodies.bundleId, purchaseDateMs: .min, expiresDateMs: t0 + ScenarioBodies.month)
+        let event = AppleEvent(eventId: "v1:hostile:\(key)", source: .notificationV1, environment: "Production",
+                               bundleId: ScenarioBodies.bundleId, subscriptionKey: key,
+                               notification: NotificationMeta(type: "DID_RENEW"), transactions: [t], receivedAtMs: t0)
+        var bigUser = event
+        bigUser.eventId += "u"
+        bigUser.transactions[0].purchaseDateMs = t0
+        bigUser.appUserId = String(repeating: "u", count: 4096)
+        var fine = bigUser
+        fine.appUserId = nil
+        let unique = UniqueEvent(event: fine, purchases: [PurchaseChange(purchaseId: "\(key)|p", kind: .new, transaction: fine.transactions[0],
+                                                                         aliases: ["\(key)0", "\(key)1\u{0}"])])
+        let cause = Cause(source: .notificationV1, eventId: event.eventId)
+        let link = MembershipCommand(commandId: "\(event.eventId)#link", subscriptionKey: key,
+                                     action: .linkUser(UserLink(userId: String(repeating: "u", count: 4096), via: "receipt-upload")),
+                                     reason: "hostile", cause: cause)
+        let credit = MembershipCommand(commandId: "\(event.eventId)#coins", subscriptionKey: key,
+                                       action: .purchase(PurchaseGrant(purchaseId: "\(key)|c", transactionId: "\(key)0", originalTransactionId: key,
+                                                                       productId: "coins.100", productKind: .consumable, group: "coins",
+                                                                       startMs: t0, endMs: nil, credit: .max)),
+                                       reason: "hostile", cause: cause)
+        return [
+            Hostile(name: "decoded event with purchaseDateMs Int64.min", route: .topic(Topic.decoded), body: try encoder.encode(event),
+                    verdict: .deadLetteredBy(stage: "dedupe", kind: "date_out_of_range")),
+            Hostile(name: "decoded event with a 4 KB appUserId", route: .topic(Topic.decoded), body: try encoder.encode(bigUser),
+                    verdict: .deadLetteredBy(stage: "dedupe", kind: "identifier_too_long")),
+            Hostile(name: "unique event with a NUL in an alias", route: .topic(Topic.unique), body: try encoder.encode(unique),
+                    verdict: .deadLetteredBy(stage: "classify", kind: "forbidden_character")),
+            Hostile(name: "command linking a 4 KB user id", route: .topic(Topic.commands), body: try encoder.encode(link),
+                    verdict: .deadLetteredBy(stage: "membership", kind: "identifier_too_long")),
+            Hostile(name: "command crediting Int.max units", route: .topic(Topic.commands), body: try encoder.encode(credit),
+                    verdict: .deadLetteredBy(stage: "membership", kind: "number_out_of_range")),
         ]
     }
 
