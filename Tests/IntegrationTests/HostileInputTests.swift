@@ -5,8 +5,8 @@ import XCTest
 
 /// Contract (issue 9, acceptance line 2): hostile input never stops the flow. Against the real
 /// system — ingest, broker, the four stage workers, PostgreSQL, V2 verified against Apple's test
-/// chain, receipts through a verifyReceipt stand-in — each class of hostile input is posted in turn:
-/// a 4 KB user id, NUL bytes in ids, Int64 extremes and 28-digit values in every numeric field (V1,
+/// chain, receipts through a verifyReceipt stand-in — each class of hostile input is posted in turn
+/// (notifications, receipt uploads, offer requests, read paths): a 4 KB user id, NUL bytes in ids, Int64 extremes and 28-digit values in every numeric field (V1,
 /// V2 and verifyReceipt), wrong JSON types, deeply nested JSON, records produced straight to a later
 /// stage's topic, a garbage JWS. Each one gets a 4xx with a reason at the edge or a dead letter with
 /// a limit kind from the stage it entered (docs/limits.md); after each class an
@@ -25,7 +25,7 @@ final class HostileInputTests: XCTestCase {
 
     struct Hostile {
         /// `topic`: produced straight to a later stage's topic, as if it got there some other way.
-        enum Route { case notification, receipt, get(String), topic(String) }
+        enum Route { case notification, receipt, offer, get(String), topic(String) }
         var name: String
         var route: Route
         var body = Data()
@@ -48,6 +48,7 @@ final class HostileInputTests: XCTestCase {
                 switch input.route {
                 case .notification: response = try HTTP.post("\(world.cluster.ingestURL)/v1/notifications/appstore", body: input.body)
                 case .receipt: response = try HTTP.post("\(world.cluster.ingestURL)/v1/receipts", body: input.body)
+                case .offer: response = try HTTP.post("\(world.cluster.ingestURL)/v1/offers/signature", body: input.body)
                 case .get(let path): response = try HTTP.get("\(world.cluster.ingestURL)\(path)")
                 case .topic(let topic):
                     _ = try producer.sendAndWait(topic: topic, key: Array("hostile".utf8), value: [UInt8](input.body), timeout: .seconds(10))
@@ -125,6 +126,12 @@ final class HostileInputTests: XCTestCase {
                 Hostile(name: "V1 transaction_id 4 KB", route: .notification,
                         body: try v1(key: "\(key)3") { $0["transaction_id"] = big },
                         verdict: .deadLettered(kind: "identifier_too_long")),
+                Hostile(name: "offer request user_id 4 KB", route: .offer,
+                        body: try json(["user_id": big, "product_id": "vip.standard.1m"]),
+                        verdict: .refused(reasonContains: "user_id is 4096 bytes long")),
+                Hostile(name: "offer request application_username 4 KB", route: .offer,
+                        body: try json(["user_id": "u1", "product_id": "vip.standard.1m", "application_username": big]),
+                        verdict: .refused(reasonContains: "application_username is 4096 bytes long")),
                 Hostile(name: "V1 top-level original_transaction_id 4 KB", route: .notification,
                         body: try v1(key: "\(key)4", top: { $0["original_transaction_id"] = big }),
                         verdict: .refused(reasonContains: "original_transaction_id is 4096 bytes long")),
@@ -135,6 +142,14 @@ final class HostileInputTests: XCTestCase {
                         verdict: .refused(reasonContains: "user_id contains U+0000")),
                 Hostile(name: "path user id with a control character", route: .get("/v1/users/a%01b/ledger"),
                         verdict: .refused(reasonContains: "contains U+0001")),
+                Hostile(name: "offer request product_id with NUL", route: .offer,
+                        body: try json(["user_id": "u1", "product_id": "vip.standard.1m\u{0}"]),
+                        verdict: .refused(reasonContains: "product_id contains U+0000")),
+                Hostile(name: "offer request offer_id with the signature separator U+2063", route: .offer,
+                        body: try json(["user_id": "u1", "product_id": "vip.standard.1m", "offer_id": "a\u{2063}b"]),
+                        verdict: .refused(reasonContains: "offer_id contains U+2063")),
+                Hostile(name: "offers query group with a control character", route: .get("/v1/users/u1/offers?group=vip%07"),
+                        verdict: .refused(reasonContains: "group contains U+0007")),
                 Hostile(name: "V1 product_id with NUL", route: .notification,
                         body: try v1(key: "\(key)6") { $0["product_id"] = "vip.standard.1m\u{0}" },
                         verdict: .deadLettered(kind: "forbidden_character")),
@@ -158,6 +173,8 @@ final class HostileInputTests: XCTestCase {
                         verdict: .refused(reasonContains: "signedPayload must be a string")),
                 Hostile(name: "receipt upload user_id a number", route: .receipt, body: Data(#"{"user_id":42,"receipt_data":"AAAA"}"#.utf8),
                         verdict: .refused(reasonContains: "user_id must be a string")),
+                Hostile(name: "offer request user_id a number", route: .offer, body: Data(#"{"user_id":7,"product_id":"vip.standard.1m"}"#.utf8),
+                        verdict: .refused(reasonContains: "user_id has the wrong type")),
                 Hostile(name: "body an array", route: .notification, body: Data("[1,2,3]".utf8),
                         verdict: .refused(reasonContains: "body is not a JSON object")),
                 Hostile(name: "V1 transaction_id an array", route: .notification,
@@ -174,6 +191,10 @@ final class HostileInputTests: XCTestCase {
                 Hostile(name: "receipt upload nested 100 deep", route: .receipt,
                         body: Data((#"{"user_id":"u1","receipt_data":"AAAA","x":"# + String(repeating: "{\"a\":", count: 100) + "1"
                                     + String(repeating: "}", count: 100) + "}").utf8),
+                        verdict: .refused(reasonContains: "deeper than 32 levels")),
+                Hostile(name: "offer request nested 1,000 deep", route: .offer,
+                        body: Data((#"{"user_id":"u1","product_id":"vip.standard.1m","x":"# + String(repeating: "[", count: 1000)
+                                    + String(repeating: "]", count: 1000) + "}").utf8),
                         verdict: .refused(reasonContains: "deeper than 32 levels")),
             ]),
             ("records that reached a later topic some other way", try laterTopics(key: "\(key)7")),
@@ -329,6 +350,8 @@ final class HostileInputTests: XCTestCase {
                                       "data": data, "version": "2.0", "signedDate": signedMs]
         return Data(#"{"signedPayload":"\#(try world.signer.sign(payload))"}"#.utf8)
     }
+
+    private func json(_ object: [String: Any]) throws -> Data { try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) }
 
     private func randomBase64URL(_ count: Int) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
