@@ -10,7 +10,8 @@ import Foundation
 ///  - a record on the decoded topic (AppleEvent JSON) and on the commands topic (MembershipCommand
 ///    JSON), as if it got there some other way;
 /// then dedupe → classify → membership apply, with each stage's entry check, as the stages chain them
-/// (each output goes through its JSON encoding, as it does on the topics). The same events also run
+/// (each output goes through its JSON encoding, as it does on the topics), and every command is applied
+/// twice: the redelivery must change nothing. The same events also run
 /// through the domain *without* the entry checks: no value may make the arithmetic trap even if a
 /// check is missed.
 @discardableResult
@@ -80,6 +81,11 @@ struct PurePipeline {
         guard let command = roundTrip(command), passes(EventBounds.check(command)) else { return }
         let made = book.apply(command)
         entries += made.count
+        // Redelivery of the record just applied changes nothing (the stages rely on it after a crash
+        // between the PostgreSQL commit and the offset commit).
+        let before = book
+        let again = book.apply(command)
+        precondition(again.isEmpty && book == before, "re-applying \(command.commandId) made \(again.count) more ledger entries")
         for entry in made {
             // The ledger's description of what changed is built for people; it must be buildable.
             _ = entry.interval?.description

@@ -101,7 +101,11 @@ extension MembershipBook {
         case .autoRenewable, .nonRenewing, .nonConsumable:
             entries += reconcile(group: grant.group, subscription: key, command, leading: grant.purchaseId)
         }
-        if let cut = grant.cut, !entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+        if let cut = grant.cut, entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+            // The cut is in the ledger already: a redelivery of this command must not add the
+            // "already applied" evidence below (FuzzPipeline found it; issue 9).
+            subscriptions[key]!.recordedCommands.insert("cut:\(grant.purchaseId):\(cut.atMs)")
+        } else if let cut = grant.cut {
             // Nothing to change, but Apple's cancellation is evidence support must be able to show (R4, R11).
             let afterEnd = grant.endMs.map { cut.atMs >= $0 } ?? false
             let text = afterEnd
