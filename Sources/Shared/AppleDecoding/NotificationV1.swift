@@ -36,7 +36,7 @@ public struct NotificationV1Decoder: Sendable {
             transactionObjects += root.array(key)
         }
         let renewalObjects = unified?.array("pending_renewal_info") ?? []
-        if let failure = ReceiptFields.invalidNumber(transactions: transactionObjects, renewals: renewalObjects, in: "V1 \(type)") {
+        if let failure = ReceiptFields.invalidField(transactions: transactionObjects, renewals: renewalObjects, in: "V1 \(type)") {
             return .failure(failure)
         }
         if let key = root.invalidNumber(["auto_renew_status_change_date_ms"]) {

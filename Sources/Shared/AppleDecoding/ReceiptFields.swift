@@ -36,8 +36,9 @@ enum ReceiptFields {
     static let transactionIds = ["transaction_id", "original_transaction_id", "product_id", "web_order_line_item_id",
                                  "promotional_offer_id", "offer_code_ref_name", "app_account_token", "subscription_group_identifier"]
 
-    /// The first numeric field that does not hold a whole number within Int64, as a decode failure.
-    static func invalidNumber(transactions: [JSONFields], renewals: [JSONFields], in place: String) -> PermanentFailure? {
+    /// The first numeric field that does not hold a whole number within Int64, or id that is no text,
+    /// as a decode failure.
+    static func invalidField(transactions: [JSONFields], renewals: [JSONFields], in place: String) -> PermanentFailure? {
         for (index, object) in transactions.enumerated() {
             if let key = object.invalidNumber(transactionNumbers) { return invalidNumber("\(place) transaction \(index)", key) }
             if let key = object.invalidString(transactionIds) {

@@ -156,7 +156,7 @@ enum VerifyReceiptResponse {
         }
         objects += response.array("latest_receipt_info")
         if let single = response.object("latest_receipt_info") { objects.append(single) }
-        if let failure = ReceiptFields.invalidNumber(transactions: objects, renewals: response.array("pending_renewal_info"),
+        if let failure = ReceiptFields.invalidField(transactions: objects, renewals: response.array("pending_renewal_info"),
                                                      in: "verifyReceipt response") {
             return .failure(failure)
         }
