@@ -69,7 +69,7 @@ let package = Package(
 
 // Fuzz targets (scripts/fuzz.sh builds them with -sanitize=fuzzer,address and -DSTORELEDGER_FUZZING;
 // a plain build makes replay tools that run saved inputs through the same entry point).
-package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification"].map { name in
+package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification", "FuzzPipeline"].map { name in
     .executableTarget(name: name, dependencies: ["AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
                       swiftSettings: strict)
 }

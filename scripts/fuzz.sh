@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzz the decoders with libFuzzer: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 # Targets: FuzzReceipt (ASN.1 / PKCS#7 / iOS 6 receipts), FuzzJWS (JWS parser + verifier),
-# FuzzNotification (V1/V2 notification and receipt-upload bodies through the router).
+# FuzzNotification (V1/V2 notification and receipt-upload bodies through the router),
+# FuzzPipeline (bytes -> decode -> dedupe -> classify -> membership apply on in-memory state, with
+# every stage's bounds check, records separated by a line "--8<--").
 # Builds each target with -sanitize=fuzzer,address in .build-fuzz, seeds a corpus from
 # ../shared/fixtures, runs the targets one after another (2 cores: never in parallel) and stops
 # at the first crash. Crashers land in .build-fuzz/crashes/; replay one with a plain build:
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(FuzzReceipt FuzzJWS FuzzNotification)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(FuzzReceipt FuzzJWS FuzzNotification FuzzPipeline)
 FIXTURES="../shared/fixtures"
 OUT=.build-fuzz
 mkdir -p "$OUT/crashes"
@@ -35,6 +37,11 @@ seed() {  # target -> corpus directory seeded from the fixtures
         cp "$FIXTURES"/notifications-v1/*/*.json "$FIXTURES"/jws/apple-signed/test-notification-signed-payload.json "$dir/"
         printf '{"signedPayload":"%s"}' "$(cat "$FIXTURES"/apple-lib/mock_signed_data/testNotification)" > "$dir/v2-test.json"
         printf '{"user_id":"u1","receipt_data":"%s"}' "$(tr -d '\n' < "$FIXTURES"/apple-lib/xcode/xcode-app-receipt-with-transaction)" > "$dir/upload.json" ;;
+    FuzzPipeline)
+        cp "$FIXTURES"/notifications-v1/*/*.json "$dir/"
+        # A purchase followed by its refund, as one input of two records.
+        { cat "$FIXTURES"/notifications-v1/educreations/initial_buy.json; printf '\n--8<--\n'
+          cat "$FIXTURES"/notifications-v1/educreations/refund.json; } > "$dir/buy-then-refund.json" ;;
     esac
 }
 
@@ -42,11 +49,16 @@ for target in "${TARGETS[@]}"; do
     swift build --scratch-path "$OUT/build" -c release --product "$target" \
         -Xswiftc -sanitize=fuzzer,address -Xswiftc -DSTORELEDGER_FUZZING -Xswiftc -use-ld=lld
     seed "$target"
+    # Decoded events and commands as the topics carry them (the fixtures hold none).
+    [ "$target" = FuzzPipeline ] && STORELEDGER_FUZZ_WRITE_SEEDS="$OUT/corpus/$target" "$OUT/build/release/$target"
+    # The whole-path target spends most of its time on long inputs; 16 KB holds several Apple bodies.
+    MAX_LEN=65536
+    [ "$target" = FuzzPipeline ] && MAX_LEN=16384
     echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
     # Swift's backtracer would keep a crashed process alive; leaks are not what we look for here.
     SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 \
         "$OUT/build/release/$target" "$OUT/corpus/$target" -max_total_time="$SECONDS_PER_TARGET" \
-        -max_len=65536 -rss_limit_mb=3072 -timeout=10 -print_final_stats=1 \
+        -max_len="$MAX_LEN" -rss_limit_mb=3072 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$OUT/crashes/$target-" 2>&1 | tee "$OUT/$target.log" | grep -E "^#[0-9]+.*(DONE|pulse)|ERROR|SUMMARY|stat::" || true
     if grep -qE "ERROR: (libFuzzer|AddressSanitizer)|SUMMARY: AddressSanitizer|deadly signal" "$OUT/$target.log"; then
         echo "fuzz.sh: $target CRASHED; see $OUT/$target.log and $OUT/crashes/" >&2

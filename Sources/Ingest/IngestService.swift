@@ -85,9 +85,17 @@ public final class IngestService: Sendable {
         default:
             if request.method == "GET", segments.count == 3, segments[0] == "v1", segments[1] == "subscriptions" {
                 let key = segments[2]
+                if let reason = EdgeChecks.pathIdentifier(key, "subscription key", maxBytes: EventBounds.maxSubscriptionKeyBytes) {
+                    responder.respond(.error(status: 400, reason: reason))
+                    return
+                }
                 read(responder) { try $0.subscription(key) }
             } else if request.method == "GET", segments.count == 4, segments[0] == "v1", segments[1] == "users" {
                 let user = segments[2]
+                if let reason = EdgeChecks.pathIdentifier(user, "user id") {
+                    responder.respond(.error(status: 400, reason: reason))
+                    return
+                }
                 switch segments[3] {
                 case "membership":
                     read(responder) { try $0.userMembership(user) }
@@ -111,33 +119,25 @@ public final class IngestService: Sendable {
 
     /// Apple's POST, kept byte for byte: decode verifies and interprets it later.
     private func acceptNotification(_ request: HTTPRequest, _ responder: HTTPResponder) {
-        guard (try? JSONSerialization.jsonObject(with: Data(request.body))) is [String: Any] else {
+        switch EdgeChecks.object(request.body).flatMap(EdgeChecks.notification) {
+        case .failure(let refusal):
             count("notification", 400)
-            responder.respond(.error(status: 400, reason: "body is not a JSON object"))
-            return
+            responder.respond(.error(status: 400, reason: refusal.reason))
+        case .success:
+            write(request, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
         }
-        write(request, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
     }
 
     /// An app's receipt upload: `{"user_id": ..., "receipt_data": base64, ...}`. Client fields such as
     /// `transactionDate` may be missing (R7); only the two required ones are checked here.
     private func acceptReceipt(_ request: HTTPRequest, _ responder: HTTPResponder) {
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] else {
+        switch EdgeChecks.object(request.body).flatMap(EdgeChecks.receiptUpload) {
+        case .failure(let refusal):
             count("receipt", 400)
-            responder.respond(.error(status: 400, reason: "body is not a JSON object"))
-            return
+            responder.respond(.error(status: 400, reason: refusal.reason))
+        case .success:
+            write(request, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
         }
-        guard let user = object["user_id"] as? String, !user.isEmpty else {
-            count("receipt", 400)
-            responder.respond(.error(status: 400, reason: "user_id (a non-empty string) is required"))
-            return
-        }
-        guard let receipt = object["receipt_data"] as? String, !receipt.isEmpty else {
-            count("receipt", 400)
-            responder.respond(.error(status: 400, reason: "receipt_data (base64 string) is required"))
-            return
-        }
-        write(request, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
     }
 
     private func write(_ request: HTTPRequest, topic: String, source: RawSource, route: String,
@@ -209,5 +209,116 @@ private final class Routes: Sendable {
             return
         }
         service.handle(request, responder)
+    }
+}
+
+/// What ingest checks in a request before anything reaches a topic or a query (STYLE.md practice 12,
+/// docs/limits.md): the body is a JSON object nested at most `EventBounds.maxJSONDepth` deep, the
+/// fields it can interpret have the right JSON type, and every id passes `EventBounds.identifier`.
+/// Decode checks everything else and dead-letters what fails. Reasons never echo a value.
+enum EdgeChecks {
+    struct Refusal: Error { let reason: String }
+
+    static func object(_ body: [UInt8]) -> Result<[String: Any], Refusal> {
+        if let failure = EventBounds.jsonDepth(body) { return .failure(Refusal(reason: failure.reason)) }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            return .failure(Refusal(reason: "body is not a JSON object"))
+        }
+        return .success(object)
+    }
+
+    /// `{"user_id", "receipt_data", ...}`; other client fields may be missing (R7) and are not read.
+    static func receiptUpload(_ object: [String: Any]) -> Result<[String: Any], Refusal> {
+        guard let user = object["user_id"] as? String, !user.isEmpty else {
+            return .failure(Refusal(reason: object["user_id"] == nil || object["user_id"] as? String == ""
+                ? "user_id (a non-empty string) is required" : "user_id must be a string, not \(jsonType(object["user_id"]!))"))
+        }
+        if let failure = EventBounds.identifier(user, field: "user_id") { return .failure(Refusal(reason: failure.reason)) }
+        guard let receipt = object["receipt_data"] as? String, !receipt.isEmpty else {
+            return .failure(Refusal(reason: "receipt_data (base64 string) is required"))
+        }
+        return .success(object)
+    }
+
+    /// V2 `{"signedPayload"}` or a V1 body: the fields a router and a decoder read, by JSON type.
+    static func notification(_ object: [String: Any]) -> Result<[String: Any], Refusal> {
+        if let payload = object["signedPayload"] {
+            guard let text = payload as? String else {
+                return .failure(Refusal(reason: "signedPayload must be a string, not \(jsonType(payload))"))
+            }
+            guard !text.isEmpty, text.utf8.allSatisfy(isCompactJWSByte) else {
+                return .failure(Refusal(reason: "signedPayload is not a compact JWS (base64url segments joined by dots)"))
+            }
+            return .success(object)
+        }
+        let checks: [(String, Field)] = [
+            ("notification_type", .text), ("password", .text), ("environment", .text), ("bvrs", .text),
+            ("bid", .identifier), ("auto_renew_product_id", .identifier), ("original_transaction_id", .identifierOrNumber),
+            ("auto_renew_status", .textOrBool), ("auto_renew_status_change_date_ms", .textOrNumber),
+            ("unified_receipt", .object), ("latest_receipt_info", .objectOrArray), ("latest_expired_receipt_info", .objectOrArray),
+        ]
+        for (key, field) in checks {
+            if let value = object[key], !(value is NSNull), let reason = field.refusal(key, value) {
+                return .failure(Refusal(reason: reason))
+            }
+        }
+        return .success(object)
+    }
+
+    /// A path parameter (`/v1/users/{id}`, `/v1/subscriptions/{key}`), as the ids it names are bounded.
+    static func pathIdentifier(_ value: String, _ name: String, maxBytes: Int = EventBounds.maxIdentifierBytes) -> String? {
+        EventBounds.identifier(value, field: name, maxBytes: maxBytes)?.reason
+    }
+
+    /// An optional request field that names an id: absent or null is fine, else a bounded string.
+    static func optionalIdentifier(_ value: String?, _ key: String) -> String? {
+        value.flatMap { EventBounds.identifier($0, field: key, required: false)?.reason }
+    }
+
+    enum Field {
+        case text, identifier, identifierOrNumber, textOrBool, textOrNumber, object, objectOrArray
+
+        func refusal(_ key: String, _ value: Any) -> String? {
+            switch (self, value) {
+            case (.text, let text as String), (.textOrBool, let text as String), (.textOrNumber, let text as String):
+                return EventBounds.text(text, field: key)?.reason
+            case (.identifier, let id as String), (.identifierOrNumber, let id as String):
+                return EventBounds.identifier(id, field: key, required: false)?.reason
+            case (.identifierOrNumber, is NSNumber), (.textOrBool, is NSNumber), (.textOrNumber, is NSNumber),
+                 (.object, is [String: Any]), (.objectOrArray, is [String: Any]), (.objectOrArray, is [Any]):
+                return nil
+            default:
+                let expected = switch self {
+                case .text, .identifier: "a string"
+                case .identifierOrNumber, .textOrNumber: "a string or a number"
+                case .textOrBool: "a string or a boolean"
+                case .object: "an object"
+                case .objectOrArray: "an object or an array"
+                }
+                return "\(key) must be \(expected), not \(jsonType(value))"
+            }
+        }
+    }
+
+    static func jsonType(_ value: Any) -> String {
+        switch value {
+        case is String: return "a string"
+        case is NSNumber: return "a number or boolean"
+        case is [Any]: return "an array"
+        case is [String: Any]: return "an object"
+        case is NSNull: return "null"
+        default: return "another JSON type"
+        }
+    }
+
+    /// base64url (RFC 7515 compact serialization) and the dots between its three segments.
+    private static func isCompactJWSByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "="):
+            return true
+        default:
+            return false
+        }
     }
 }

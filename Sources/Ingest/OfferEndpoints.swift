@@ -105,12 +105,22 @@ final class OfferEndpoints: Sendable {
 
     func sign(_ request: HTTPRequest, _ responder: HTTPResponder) {
         guard let configured else { return answer(responder, "signature", .error(status: 503, reason: missing)) }
+        if let failure = EventBounds.jsonDepth(request.body) {
+            return answer(responder, "signature", .error(status: 400, reason: failure.reason))
+        }
         let body: SignBody
         do { body = try JSONDecoder().decode(SignBody.self, from: Data(request.body)) } catch {
-            return answer(responder, "signature", .error(status: 400, reason: "body must be JSON with user_id and product_id (strings)"))
+            return answer(responder, "signature", .error(status: 400, reason: "body must be JSON with user_id and product_id (strings)\(wrongField(error))"))
         }
         guard !body.user_id.isEmpty, !body.product_id.isEmpty else {
             return answer(responder, "signature", .error(status: 400, reason: "user_id and product_id must not be empty"))
+        }
+        // Every id here reaches PostgreSQL, a sign request and, for the legacy form, the signed payload (R9).
+        let ids = [("user_id", body.user_id), ("product_id", body.product_id), ("offer_id", body.offer_id),
+                   ("application_username", body.application_username), ("transaction_id", body.transaction_id),
+                   ("key_id", body.key_id), ("format", body.format), ("kind", body.kind)]
+        if let reason = ids.lazy.compactMap({ EdgeChecks.optionalIdentifier($0.1, $0.0) }).first {
+            return answer(responder, "signature", .error(status: 400, reason: reason))
         }
         let format = body.format ?? "legacy"
         guard format == "legacy" || format == "jws" else {
@@ -248,6 +258,9 @@ final class OfferEndpoints: Sendable {
 
     func userOffers(user: String, _ request: HTTPRequest, _ responder: HTTPResponder) {
         guard let configured else { return answer(responder, "user_offers", .error(status: 503, reason: missing)) }
+        if let reason = EdgeChecks.optionalIdentifier(request.queryValue("group"), "group") {
+            return answer(responder, "user_offers", .error(status: 400, reason: reason))
+        }
         let catalog = configured.eligibility.catalog
         let groups = request.queryValue("group").map { [$0] }
             ?? Array(Set(catalog.products.filter { $0.kind == .autoRenewable }.map { $0.group ?? $0.id })).sorted()
@@ -278,6 +291,18 @@ final class OfferEndpoints: Sendable {
         if responder.respond(response) {
             Metrics.shared.increment("storeledger_offer_requests_total", ["route": route, "status": String(response.status)])
         }
+    }
+}
+
+/// Which field of a request body had the wrong JSON type, for the 400's reason.
+private func wrongField(_ error: any Error) -> String {
+    switch error as? DecodingError {
+    case .typeMismatch(_, let context)?, .valueNotFound(_, let context)?:
+        return context.codingPath.first.map { ": \($0.stringValue) has the wrong type" } ?? ""
+    case .keyNotFound(let key, _)?:
+        return ": \(key.stringValue) is missing"
+    default:
+        return ""
     }
 }
 

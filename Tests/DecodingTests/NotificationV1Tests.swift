@@ -103,11 +103,12 @@ final class NotificationV1Tests: XCTestCase {
 /// Inputs the fuzzers found (scripts/fuzz.sh): each once crashed a decoder and must now be a value.
 final class HostileInputRegressionTests: XCTestCase {
     /// FuzzNotification, 2026-11-30: a 28-digit `purchase_date_ms` trapped converting Double → Int64.
-    func testOverlongMillisecondsAreMissingValuesNotTraps() throws {
+    /// Since issue 9 such a value refuses the input (dead letter) instead of dropping the transaction.
+    func testOverlongMillisecondsAreRefusedNotTraps() throws {
         let body = #"{"notification_type":"DID_RENEW","environment":"PROD","original_transaction_id":"1","unified_receipt":{"latest_receipt_info":[{"product_id":"p","transaction_id":"2","original_transaction_id":"1","purchase_date_ms":"1745044952000100000000000000","expires_date_ms":1e300}]}}"#
-        let events = try NotificationV1Decoder().decode(body: Array(body.utf8), receivedAtMs: 0, rawPosition: nil).get()
-        XCTAssertEqual(events.map(\.subscriptionKey), ["1"])
-        XCTAssertTrue(events[0].transactions.isEmpty)
+        let result = NotificationV1Decoder().decode(body: Array(body.utf8), receivedAtMs: 0, rawPosition: nil)
+        guard case .failure(let failure) = result else { return XCTFail("decoded \(result)") }
+        XCTAssertEqual(failure.kind, "invalid_number")
         XCTAssertNil(JSONFields(["x": "9.3e18"]).int64("x"))
         XCTAssertNil(JSONFields(["x": NSNumber(value: UInt64.max)]).int64("x"))
         XCTAssertEqual(JSONFields(["x": NSNumber(value: 1_697_679_936_049.7297)]).int64("x"), 1_697_679_936_049)

@@ -33,6 +33,8 @@ public struct AppleInputDecoder: Sendable {
     }
 
     public func decode(_ input: RawInput) -> Result<[AppleEvent], DecodeFailure> {
+        // Before any parser recurses into it (docs/limits.md).
+        if let failure = EventBounds.jsonDepth(input.body) { return .failure(.permanent(failure)) }
         switch input.source {
         case .appStoreNotification:
             guard let object = CompactJWS.jsonObject(input.body) else {

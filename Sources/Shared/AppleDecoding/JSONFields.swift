@@ -37,6 +37,26 @@ struct JSONFields {
 
     func int(_ key: String) -> Int? { int64(key).map { Int($0) } }
 
+    /// The first of `keys` present with a value that is neither text nor a number (an array, an
+    /// object): an id of the wrong JSON type refuses the input instead of dropping the transaction.
+    func invalidString(_ keys: [String]) -> String? {
+        keys.first { key in
+            guard let value = object[key], !(value is NSNull) else { return false }
+            return string(key) == nil
+        }
+    }
+
+    /// The first of `keys` present with a value that is not a whole number within Int64 (a 28-digit
+    /// value, "12abc", an array): the decoders refuse such an input rather than read the field as
+    /// missing, which would silently drop the transaction. Empty strings and null count as absent.
+    func invalidNumber(_ keys: [String]) -> String? {
+        keys.first { key in
+            guard let value = object[key], !(value is NSNull) else { return false }
+            if let text = value as? String, text.isEmpty { return false }
+            return int64(key) == nil
+        }
+    }
+
     /// "true"/"false" (V1 body), "1"/"0" (receipts), true/false, 1/0.
     func bool(_ key: String) -> Bool? {
         switch object[key] {

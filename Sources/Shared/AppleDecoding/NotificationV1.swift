@@ -35,8 +35,15 @@ public struct NotificationV1Decoder: Sendable {
             if let single = root.object(key) { transactionObjects.append(single) }
             transactionObjects += root.array(key)
         }
+        let renewalObjects = unified?.array("pending_renewal_info") ?? []
+        if let failure = ReceiptFields.invalidField(transactions: transactionObjects, renewals: renewalObjects, in: "V1 \(type)") {
+            return .failure(failure)
+        }
+        if let key = root.invalidNumber(["auto_renew_status_change_date_ms"]) {
+            return .failure(ReceiptFields.invalidNumber("V1 \(type)", key))
+        }
         let transactions = transactionObjects.compactMap { ReceiptFields.transaction($0, bundleId: bundleId) }
-        let renewals = (unified?.array("pending_renewal_info") ?? []).compactMap(ReceiptFields.renewal)
+        let renewals = renewalObjects.compactMap(ReceiptFields.renewal)
 
         let meta = NotificationMeta(
             type: type, autoRenewStatus: root.bool("auto_renew_status"),

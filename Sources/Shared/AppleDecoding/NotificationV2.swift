@@ -33,6 +33,9 @@ public struct NotificationV2Decoder: Sendable {
             return .failure(PermanentFailure("missing_field", "V2 notification has no notificationType"))
         }
         let data = payload.object("data")
+        if let key = payload.invalidNumber(["signedDate"]) ?? data?.invalidNumber(["status"]) {
+            return .failure(ReceiptFields.invalidNumber("signedPayload", key))
+        }
         var transaction: TransactionFacts?
         var renewal: RenewalFacts?
         if let signed = data?.string("signedTransactionInfo") {
@@ -40,6 +43,9 @@ public struct NotificationV2Decoder: Sendable {
             case .failure(let failure):
                 return .failure(PermanentFailure(failure.status.rawValue, "signedTransactionInfo: \(failure.reason)"))
             case .success(let verified):
+                if let key = JSONFields(verified.payload).invalidNumber(V2Facts.transactionNumbers) {
+                    return .failure(ReceiptFields.invalidNumber("signedTransactionInfo", key))
+                }
                 guard let facts = V2Facts.transaction(JSONFields(verified.payload)) else {
                     return .failure(PermanentFailure("missing_field", "signedTransactionInfo lacks transactionId, productId or purchaseDate"))
                 }
@@ -51,6 +57,9 @@ public struct NotificationV2Decoder: Sendable {
             case .failure(let failure):
                 return .failure(PermanentFailure(failure.status.rawValue, "signedRenewalInfo: \(failure.reason)"))
             case .success(let verified):
+                if let key = JSONFields(verified.payload).invalidNumber(V2Facts.renewalNumbers) {
+                    return .failure(ReceiptFields.invalidNumber("signedRenewalInfo", key))
+                }
                 guard let facts = V2Facts.renewal(JSONFields(verified.payload)) else {
                     return .failure(PermanentFailure("missing_field", "signedRenewalInfo lacks originalTransactionId"))
                 }
@@ -79,6 +88,10 @@ public struct NotificationV2Decoder: Sendable {
 enum V2Facts {
     /// Offer types (Apple `OfferType`): 1 introductory, 2 promotional, 3 offer code, 4 win-back.
     static let introductoryOffer = 1, promotionalOffer = 2, offerCode = 3
+    /// The numeric fields read from the signed payloads (STYLE.md practice 12).
+    static let transactionNumbers = ["purchaseDate", "originalPurchaseDate", "expiresDate", "revocationDate", "quantity",
+                                     "offerType", "price", "revocationPercentage", "signedDate"]
+    static let renewalNumbers = ["gracePeriodExpiresDate", "renewalDate", "renewalPrice", "offerType", "signedDate"]
 
     static func transaction(_ f: JSONFields) -> TransactionFacts? {
         guard let transactionId = f.string("transactionId"), let productId = f.string("productId"),

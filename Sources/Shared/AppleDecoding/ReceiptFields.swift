@@ -29,6 +29,32 @@ enum ReceiptFields {
             appAccountToken: f.string("app_account_token"))
     }
 
+    /// The numeric fields the decoders read from these objects (STYLE.md practice 12).
+    static let transactionNumbers = ["purchase_date_ms", "original_purchase_date_ms", "expires_date_ms",
+                                     "cancellation_date_ms", "quantity"]
+    static let renewalNumbers = ["grace_period_expires_date_ms"]
+    static let transactionIds = ["transaction_id", "original_transaction_id", "product_id", "web_order_line_item_id",
+                                 "promotional_offer_id", "offer_code_ref_name", "app_account_token", "subscription_group_identifier"]
+
+    /// The first numeric field that does not hold a whole number within Int64, or id that is no text,
+    /// as a decode failure.
+    static func invalidField(transactions: [JSONFields], renewals: [JSONFields], in place: String) -> PermanentFailure? {
+        for (index, object) in transactions.enumerated() {
+            if let key = object.invalidNumber(transactionNumbers) { return invalidNumber("\(place) transaction \(index)", key) }
+            if let key = object.invalidString(transactionIds) {
+                return PermanentFailure("invalid_type", "\(place) transaction \(index): \(key) must be a string")
+            }
+        }
+        for (index, object) in renewals.enumerated() {
+            if let key = object.invalidNumber(renewalNumbers) { return invalidNumber("\(place) pending_renewal_info \(index)", key) }
+        }
+        return nil
+    }
+
+    static func invalidNumber(_ place: String, _ key: String) -> PermanentFailure {
+        PermanentFailure("invalid_number", "\(place): \(key) is not a whole number within Int64")
+    }
+
     static func renewal(_ f: JSONFields) -> RenewalFacts? {
         guard let original = f.string("original_transaction_id") else { return nil }
         return RenewalFacts(

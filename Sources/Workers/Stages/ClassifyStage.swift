@@ -26,6 +26,10 @@ public struct ClassifyStage: StageLogic {
                                                      failure: PermanentFailure("invalid_event", "not a UniqueEvent: \(error)")))
                 continue
             }
+            if let failure = EventBounds.check(unique) {
+                result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
+                continue
+            }
             for command in classify(unique, catalog: catalog) {
                 result.outputs.append(OutputRecord(topic: Topic.commands, key: command.subscriptionKey,
                                                    value: try encoder.encode(command).bytes))

@@ -27,6 +27,12 @@ public struct DecodeStage: StageLogic {
             let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position)
             switch decoder.decode(input) {
             case .success(let events):
+                // Every id, date and number against docs/limits.md before anything reaches a key or a table.
+                if let failure = events.lazy.compactMap(EventBounds.check).first {
+                    result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
+                    count(source, failure.kind)
+                    continue
+                }
                 for event in events {
                     result.outputs.append(OutputRecord(topic: Topic.decoded, key: event.subscriptionKey,
                                                        value: try encoder.encode(event).bytes))

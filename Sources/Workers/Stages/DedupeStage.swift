@@ -21,7 +21,13 @@ public struct DedupeStage: StageLogic {
         var events: [(KafkaRecord, AppleEvent)] = []
         for record in records {
             do {
-                events.append((record, try decoder.decode(AppleEvent.self, from: Data(record.value))))
+                let event = try decoder.decode(AppleEvent.self, from: Data(record.value))
+                // Checked again here: a record can reach the decoded topic without passing decode.
+                if let failure = EventBounds.check(event) {
+                    result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
+                } else {
+                    events.append((record, event))
+                }
             } catch {
                 result.deadLetters.append(DeadLetter(stage: name, record: record,
                                                      failure: PermanentFailure("invalid_event", "not a decoded AppleEvent: \(error)")))

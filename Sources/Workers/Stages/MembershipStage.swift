@@ -25,7 +25,12 @@ public struct MembershipStage: StageLogic {
         var commands: [MembershipCommand] = []
         for record in records {
             do {
-                commands.append(try decoder.decode(MembershipCommand.self, from: Data(record.value)))
+                let command = try decoder.decode(MembershipCommand.self, from: Data(record.value))
+                if let failure = EventBounds.check(command) {
+                    result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
+                } else {
+                    commands.append(command)
+                }
             } catch {
                 result.deadLetters.append(DeadLetter(stage: name, record: record,
                                                      failure: PermanentFailure("invalid_command", "not a MembershipCommand: \(error)")))
@@ -108,7 +113,8 @@ public struct MembershipWriter {
             rows.int("a", entry.amount.map(Int64.init))
             rows.raw("b", intervalsJSON(entry.before))
             rows.raw("af", intervalsJSON(entry.after))
-            rows.int("bal", entry.balanceAfter.map(Int64.init))
+            // The column is `integer`; the state keeps the exact balance (docs/limits.md).
+            rows.int("bal", entry.balanceAfter.map { Int64(Int32(clamping: $0)) })
             rows.string("ck", entry.cutKind?.rawValue)
             rows.string("r", entry.reason)
             rows.string("c", entry.commandId)

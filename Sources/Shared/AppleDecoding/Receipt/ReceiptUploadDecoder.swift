@@ -156,6 +156,10 @@ enum VerifyReceiptResponse {
         }
         objects += response.array("latest_receipt_info")
         if let single = response.object("latest_receipt_info") { objects.append(single) }
+        if let failure = ReceiptFields.invalidField(transactions: objects, renewals: response.array("pending_renewal_info"),
+                                                     in: "verifyReceipt response") {
+            return .failure(failure)
+        }
         // The same transaction appears in in_app and latest_receipt_info: keep the last copy.
         var byId: [String: TransactionFacts] = [:]
         var order: [String] = []

@@ -111,6 +111,15 @@ extension Catalog {
         if product.kind != .autoRenewable {
             require(product.level == nil, "level", "levels apply to auto-renewable subscriptions only")
         }
+        // Upper bounds keep period ends and credits × quantity inside what PostgreSQL stores (docs/limits.md).
+        if let failure = EventBounds.identifier(product.id, field: "id", required: false) {
+            problems.append(CatalogProblem("\(path).id", failure.reason))
+        }
+        require(product.durationDays.map { $0 <= EventBounds.durationDays.upperBound } ?? true, "durationDays",
+                "at most \(EventBounds.durationDays.upperBound) days")
+        require(product.credits.map { $0 <= EventBounds.credits.upperBound } ?? true, "credits",
+                "at most \(EventBounds.credits.upperBound) units per purchase")
+        require(product.level.map { $0 <= EventBounds.level.upperBound } ?? true, "level", "at most \(EventBounds.level.upperBound)")
         if let base = product.introVariantOf {
             if let other = self.product(base) {
                 require(product.kind == .autoRenewable && other.kind == .autoRenewable, "introVariantOf",
@@ -133,6 +142,9 @@ extension Catalog {
         var problems: [CatalogProblem] = []
         if product.kind != .autoRenewable {
             problems.append(CatalogProblem("\(path).productId", "promotional offers apply to auto-renewable subscriptions only"))
+        }
+        if let failure = EventBounds.identifier(offer.id, field: "id", required: false) {
+            problems.append(CatalogProblem("\(path).id", failure.reason))
         }
         if let max = offer.maxRedemptionsPerUser, max < 1 {
             problems.append(CatalogProblem("\(path).maxRedemptionsPerUser", "must be >= 1 when present (omit it for no limit)"))

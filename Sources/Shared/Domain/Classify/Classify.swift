@@ -102,16 +102,16 @@ struct Classification {
         let t = change.transaction
         let product = catalog.product(t.productId)
         var kind = product?.kind ?? inferredKind(t)
-        let start = PurchaseIdentity.second(ofMs: t.purchaseDateMs) * 1000
+        let start = PurchaseIdentity.secondStartMs(ofMs: t.purchaseDateMs)
         var end: Int64?
         var notes: [String] = []
         if product == nil { notes.append("\(t.productId) is not in the catalog, kind \(kind.rawValue) inferred from Apple's facts") }
         switch kind {
         case .autoRenewable:
-            end = t.expiresDateMs ?? product?.durationDays.map { start + Int64($0) * 86_400_000 }
+            end = t.expiresDateMs ?? product?.durationDays.map { periodEnd(start: start, days: $0) }
         case .nonRenewing:
             // Apple sends no expiry for non-renewing subscriptions: the catalog's duration decides (R13).
-            end = product?.durationDays.map { start + Int64($0) * 86_400_000 } ?? t.expiresDateMs
+            end = product?.durationDays.map { periodEnd(start: start, days: $0) } ?? t.expiresDateMs
             if end == nil {
                 kind = .unknown
                 notes.append("non-renewing product without a catalog duration")
@@ -125,7 +125,7 @@ struct Classification {
             originalTransactionId: t.originalTransactionId, productId: t.productId, productKind: kind,
             group: product?.entitlementGroup ?? t.subscriptionGroupIdentifier ?? t.productId,
             startMs: start, endMs: end, cut: cancellation?.cut,
-            credit: kind == .consumable ? (product?.credits ?? 1) * max(1, t.quantity) : nil,
+            credit: kind == .consumable ? (product?.credits ?? 1).saturatingMultiplied(by: max(1, t.quantity)) : nil,
             finance: finance(t), level: product?.level, durationDays: product?.durationDays,
             inCatalog: product != nil, environment: event.environment)
         var reason = "\(via): \(t.productId) purchase \(grant.transactionId)"
@@ -157,8 +157,8 @@ struct Classification {
             return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
         }
         let replacement = event.transactions
-            .filter { $0.productId != t.productId && abs($0.purchaseDateMs - at) <= 60_000 }
-            .min { abs($0.purchaseDateMs - at) < abs($1.purchaseDateMs - at) }
+            .filter { $0.productId != t.productId && $0.purchaseDateMs.distanceMagnitude(to: at) <= 60_000 }
+            .min { $0.purchaseDateMs.distanceMagnitude(to: at) < $1.purchaseDateMs.distanceMagnitude(to: at) }
         let renewsAs = event.renewalInfo?.autoRenewProductId ?? event.notification?.autoRenewProductId
         let nextProduct = renewsAs.flatMap { $0 != t.productId ? $0 : nil }
         var markers: [String] = []
@@ -284,6 +284,12 @@ struct Classification {
 /// after the original), so the choice does not depend on which copy arrived first.
 func firstTransactionId(_ change: PurchaseChange) -> String {
     (change.aliases + [change.transaction.transactionId]).min { ($0.count, $0) < ($1.count, $1) } ?? change.transaction.transactionId
+}
+
+/// `start` plus a catalog duration in days (checked: durations and dates are bounded where records
+/// enter a stage, but no input may make this trap).
+func periodEnd(start: Int64, days: Int) -> Int64 {
+    start.saturatingAdding(Int64(days).saturatingMultiplied(by: 86_400_000))
 }
 
 /// Without a catalog entry, Apple's own `type` (V2) decides, else an expiry means a subscription.

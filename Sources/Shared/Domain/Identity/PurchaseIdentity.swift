@@ -22,8 +22,12 @@ public struct PurchaseIdentity: Hashable, Sendable, Codable, CustomStringConvert
                   purchaseSecond: PurchaseIdentity.second(ofMs: transaction.purchaseDateMs))
     }
 
-    /// Floor division, so dates before 1970 still truncate towards the earlier second.
-    public static func second(ofMs ms: Int64) -> Int64 { ms >= 0 ? ms / 1000 : (ms - 999) / 1000 }
+    /// Floor division, so dates before 1970 still truncate towards the earlier second; defined for
+    /// every Int64 (`purchase_date_ms` "-9223372036854775808" once trapped here and crash-looped dedupe).
+    public static func second(ofMs ms: Int64) -> Int64 { ms.floorDivided(by: 1000) }
+
+    /// The purchase second's first millisecond, the instant membership grants from (R1).
+    public static func secondStartMs(ofMs ms: Int64) -> Int64 { second(ofMs: ms).saturatingMultiplied(by: 1000) }
 
     /// The stable text form used as the purchase id in PostgreSQL and on the topics.
     public var description: String { "\(subscriptionKey)|\(bundleId)|\(productId)|\(purchaseSecond)" }

@@ -31,7 +31,7 @@ public struct MembershipBook: Sendable, Equatable {
     }
 
     public func balance(owner: String?, subscription key: String, group: String) -> Int {
-        owned(by: owner, subscription: key).reduce(0) { $0 + $1.balance(group: group) }
+        owned(by: owner, subscription: key).reduce(0) { $0.saturatingAdding($1.balance(group: group)) }
     }
 
     /// The owner's subscriptions (the subscription alone while it has no user).
@@ -101,7 +101,11 @@ extension MembershipBook {
         case .autoRenewable, .nonRenewing, .nonConsumable:
             entries += reconcile(group: grant.group, subscription: key, command, leading: grant.purchaseId)
         }
-        if let cut = grant.cut, !entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+        if let cut = grant.cut, entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+            // The cut is in the ledger already: a redelivery of this command must not add the
+            // "already applied" evidence below (FuzzPipeline found it; issue 9).
+            subscriptions[key]!.recordedCommands.insert("cut:\(grant.purchaseId):\(cut.atMs)")
+        } else if let cut = grant.cut {
             // Nothing to change, but Apple's cancellation is evidence support must be able to show (R4, R11).
             let afterEnd = grant.endMs.map { cut.atMs >= $0 } ?? false
             let text = afterEnd
@@ -123,7 +127,7 @@ extension MembershipBook {
         guard target != current else { return [] }
         let owner = subscriptions[key]!.userId
         return [entry(target > current ? .credit : .debit, command, owner: owner, purchase: grant.purchaseId,
-                      product: grant.productId, group: grant.group, amount: abs(target - current), before: [],
+                      product: grant.productId, group: grant.group, amount: Int(clamping: target.distanceMagnitude(to: current)), before: [],
                       cutKind: target < current ? grant.cut?.kind : nil, reason: command.reason)]
     }
 
@@ -337,7 +341,7 @@ struct Target {
             let end = interval.endOrMax
             let successor = state.grants.values.filter {
                 $0.productKind == .autoRenewable && $0.group == grant.group && $0.purchaseId != id
-                    && $0.startMs > grant.startMs && $0.startMs < end &- supersedeTolerance
+                    && $0.startMs > grant.startMs && $0.startMs < end.saturatingSubtracting(supersedeTolerance)
             }.min { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
             if let successor {
                 interval.endMs = successor.startMs

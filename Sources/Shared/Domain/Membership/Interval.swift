@@ -86,10 +86,11 @@ public enum GrantDelta: Equatable, Sendable {
 /// Civil UTC time text for reasons people read (R4); pure arithmetic, no locale.
 public enum TimeText {
     public static func iso(_ ms: Int64) -> String {
-        let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
-        let millis = ms - seconds * 1000
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
+        // Floor division and modulo: defined for every Int64, dates before 1970 included.
+        let seconds = ms.floorDivided(by: 1000)
+        let millis = ms.floorModulo(1000)
+        let days = seconds.floorDivided(by: 86_400)
+        let secondOfDay = seconds.floorModulo(86_400)
         // Howard Hinnant's civil_from_days.
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097

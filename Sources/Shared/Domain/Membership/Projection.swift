@@ -66,7 +66,7 @@ public func groupMemberships(of states: [SubscriptionState]) -> [GroupMembership
             currentSubscriptionKey: current?.state.subscriptionKey, autoRenewStatus: renewal?.autoRenewStatus,
             pendingProduct: pending, pendingChange: pending == nil ? nil : renewal?.pendingChange,
             isInBillingRetry: renewal?.isInBillingRetry, gracePeriodExpiresMs: renewal?.gracePeriodExpiresMs,
-            balance: hasUnits ? holders.reduce(0) { $0 + $1.balance(group: group) } : nil,
+            balance: hasUnits ? holders.reduce(0) { $0.saturatingAdding($1.balance(group: group)) } : nil,
             subscriptionKeys: holders.map(\.subscriptionKey))
     }
 }
@@ -114,8 +114,8 @@ public struct LedgerProjection: Codable, Sendable, Equatable {
                     if let interval = entry.interval { purchase.intervals = Interval.union(purchase.intervals + [interval]) }
                 case .cut:
                     if let interval = entry.interval { purchase.intervals = Interval.subtract(interval, from: purchase.intervals) }
-                case .credit: purchase.credited += entry.amount ?? 0
-                case .debit: purchase.credited -= entry.amount ?? 0
+                case .credit: purchase.credited = purchase.credited.saturatingAdding(entry.amount ?? 0)
+                case .debit: purchase.credited = purchase.credited.saturatingSubtracting(entry.amount ?? 0)
                 default: break
                 }
                 subscription.purchases[id] = purchase
@@ -168,7 +168,8 @@ public struct LedgerProjection: Codable, Sendable, Equatable {
         for (key, subscription) in subscriptions {
             let owner = subscription.userId.map { "user:\($0)" } ?? "subscription:\(key)"
             for purchase in subscription.purchases.values where purchase.credited != 0 {
-                result[owner, default: [:]][purchase.group, default: 0] += purchase.credited
+                result[owner, default: [:]][purchase.group, default: 0] =
+                    (result[owner]?[purchase.group] ?? 0).saturatingAdding(purchase.credited)
             }
         }
         return result

@@ -44,7 +44,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
 
     /// Consumable units held in one group (may be negative after a refund, R13).
     public func balance(group: String) -> Int {
-        credited.reduce(0) { sum, item in grants[item.key]?.group == group ? sum + item.value : sum }
+        credited.reduce(0) { sum, item in grants[item.key]?.group == group ? sum.saturatingAdding(item.value) : sum }
     }
 
     /// Whether the group holds consumable units in this subscription.

@@ -1,0 +1,207 @@
+import AppleDecoding
+import Crypto
+import Domain
+import Foundation
+
+/// libFuzzer target: the whole pure path on in-memory state, with the functions the stages call.
+/// One input is up to eight records separated by a line `--8<--`; each is fed, in order, as
+///  - a raw notification and a raw receipt upload: decode (`AppleInputDecoder`), then the decode
+///    stage's bounds check (`EventBounds.check`);
+///  - a record on the decoded topic (AppleEvent JSON) and on the commands topic (MembershipCommand
+///    JSON), as if it got there some other way;
+/// then dedupe → classify → membership apply, with each stage's entry check, as the stages chain them
+/// (each output goes through its JSON encoding, as it does on the topics), and every command is applied
+/// twice: the redelivery must change nothing. The same events also run
+/// through the domain *without* the entry checks: no value may make the arithmetic trap even if a
+/// check is missed.
+@discardableResult
+func fuzzOne(_ bytes: [UInt8]) -> (checked: Int, unchecked: Int) {
+    var checked = PurePipeline(enforceBounds: true)
+    var unchecked = PurePipeline(enforceBounds: false)
+    for record in records(in: bytes) {
+        var events: [AppleEvent] = []
+        for source in [RawSource.appStoreNotification, .appReceipt] {
+            let input = RawInput(source: source, body: record, receivedAtMs: FuzzSetup.receivedAtMs, position: nil)
+            if case .success(let decoded) = FuzzSetup.decoder.decode(input) { events += decoded }
+        }
+        if let event = try? JSONDecoder().decode(AppleEvent.self, from: Data(record)) { events.append(event) }
+        for event in events {
+            checked.decoded(event)
+            unchecked.decoded(event)
+        }
+        if let command = try? JSONDecoder().decode(MembershipCommand.self, from: Data(record)) {
+            checked.command(command)
+            unchecked.command(command)
+        }
+    }
+    return (checked.entries, unchecked.entries)
+}
+
+/// Splits an input into records at `\n--8<--\n`.
+func records(in bytes: [UInt8]) -> [[UInt8]] {
+    let separator = Array("\n--8<--\n".utf8)
+    var result: [[UInt8]] = []
+    var start = 0, index = 0
+    while index + separator.count <= bytes.count, result.count < 7 {
+        if bytes[index..<(index + separator.count)].elementsEqual(separator) {
+            result.append(Array(bytes[start..<index]))
+            index += separator.count
+            start = index
+        } else {
+            index += 1
+        }
+    }
+    result.append(Array(bytes[start...]))
+    return result
+}
+
+/// Dedupe's memory, classify's catalog and membership's book, as the stages keep them in PostgreSQL.
+struct PurePipeline {
+    let enforceBounds: Bool
+    var known: [String: [KnownPurchase]] = [:]
+    var seen: Set<String> = []
+    var book = MembershipBook()
+    /// Ledger entries made (replays print them: a seed that makes none exercises little).
+    var entries = 0
+
+    init(enforceBounds: Bool) { self.enforceBounds = enforceBounds }
+
+    /// A decoded event: decode's bounds check, then dedupe (its own entry check), classify, membership.
+    mutating func decoded(_ event: AppleEvent) {
+        guard let event = roundTrip(event), passes(EventBounds.check(event)) else { return }
+        guard seen.insert("\(event.subscriptionKey)|\(seenKey(of: event))").inserted else { return }
+        let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [])
+        known[event.subscriptionKey] = outcome.updated
+        guard !outcome.changes.isEmpty || event.notification != nil || event.renewalInfo != nil || event.appUserId != nil else { return }
+        guard let unique = roundTrip(UniqueEvent(event: event, purchases: outcome.changes)), passes(EventBounds.check(unique)) else { return }
+        for command in classify(unique, catalog: FuzzSetup.catalog) { self.command(command) }
+    }
+
+    mutating func command(_ command: MembershipCommand) {
+        guard let command = roundTrip(command), passes(EventBounds.check(command)) else { return }
+        let made = book.apply(command)
+        entries += made.count
+        // Redelivery of the record just applied changes nothing (the stages rely on it after a crash
+        // between the PostgreSQL commit and the offset commit).
+        let before = book
+        let again = book.apply(command)
+        precondition(again.isEmpty && book == before, "re-applying \(command.commandId) made \(again.count) more ledger entries")
+        for entry in made {
+            // The ledger's description of what changed is built for people; it must be buildable.
+            _ = entry.interval?.description
+        }
+        _ = groupMemberships(of: Array(book.subscriptions.values))
+        _ = LedgerProjection(states: Array(book.subscriptions.values)).balances
+    }
+
+    private func passes(_ failure: PermanentFailure?) -> Bool { !enforceBounds || failure == nil }
+
+    /// Through the topic's JSON, as the next stage reads it.
+    private func roundTrip<T: Codable>(_ value: T) -> T? {
+        guard let data = try? FuzzSetup.encoder.encode(value) else { return nil }
+        return try? JSONDecoder().decode(T.self, from: data)
+    }
+}
+
+enum FuzzSetup {
+    static let receivedAtMs: Int64 = 1_709_251_200_000
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    /// V1 without a shared secret (so every body reaches the domain), V2 against Apple's test CA and
+    /// local receipts against Apple's root, as FuzzNotification configures them.
+    static let decoder: AppleInputDecoder = {
+        var config = AppleDecodingConfiguration()
+        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_FIXTURES"] ?? "../shared/fixtures"
+        config.appleRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/apple-lib/certs/testCA.der")).map { [$0] } ?? []
+        config.receiptRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/certs/apple-real/AppleIncRootCertificate.cer")).map { [$0] } ?? []
+        config.bundleId = "com.example"
+        config.environments = [.sandbox]
+        config.strictX509 = false
+        return try! config.makeDecoder()
+    }()
+
+    /// Every product kind, levels for switches, and the fixtures' product ids.
+    static let catalog = Catalog(
+        products: [
+            CatalogProduct(id: "com.educreations.proteacher.1month", kind: .autoRenewable, group: "pro", level: 2, durationDays: 30),
+            CatalogProduct(id: "com.educreations.proteacher.1year", kind: .autoRenewable, group: "pro", level: 2, durationDays: 365),
+            CatalogProduct(id: "month_premium", kind: .autoRenewable, group: "premium", level: 1, durationDays: 30),
+            CatalogProduct(id: "year_premium", kind: .autoRenewable, group: "premium", level: 2, durationDays: 365),
+            CatalogProduct(id: "vip.a.1m", kind: .autoRenewable, group: "vip", level: 2, durationDays: 30),
+            CatalogProduct(id: "vip.b.1m", kind: .autoRenewable, group: "vip", level: 1, durationDays: 30),
+            CatalogProduct(id: "coins", kind: .consumable, group: "coins", credits: 100),
+            CatalogProduct(id: "lifetime", kind: .nonConsumable, group: "lifetime"),
+            CatalogProduct(id: "pass", kind: .nonRenewing, group: "pass", durationDays: 7),
+        ],
+        groups: [SubscriptionGroup(id: "pro"), SubscriptionGroup(id: "premium"), SubscriptionGroup(id: "vip")])
+}
+
+/// Seeds the fixtures cannot give: a decoded event and a command as the topics carry them.
+enum Seeds {
+    static func write(to directory: String) throws {
+        let t: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
+        let buy = TransactionFacts(transactionId: "10", originalTransactionId: "10", webOrderLineItemId: "w10", productId: "vip.a.1m",
+                                   bundleId: "com.example", purchaseDateMs: t, expiresDateMs: t + month)
+        var refund = buy
+        refund.cancellationDateMs = t + month / 2
+        refund.cancellationReason = "0"
+        let coins = TransactionFacts(transactionId: "20", originalTransactionId: "20", productId: "coins", purchaseDateMs: t, quantity: 3)
+        func event(_ id: String, _ type: String, _ transactions: [TransactionFacts], user: String? = nil) -> AppleEvent {
+            AppleEvent(eventId: id, source: .notificationV1, environment: "Production", bundleId: "com.example",
+                       subscriptionKey: transactions[0].originalTransactionId,
+                       notification: NotificationMeta(type: type, autoRenewStatus: true),
+                       transactions: transactions, appUserId: user, receivedAtMs: t)
+        }
+        let link = MembershipCommand(commandId: "c1#link", subscriptionKey: "10",
+                                     action: .linkUser(UserLink(userId: "user-1", via: "receipt-upload")), reason: "seed",
+                                     cause: Cause(source: .appReceipt, eventId: "c1"))
+        let records = [
+            [event("e1", "INITIAL_BUY", [buy], user: "user-1"), event("e2", "REFUND", [refund])].map { try? FuzzSetup.encoder.encode($0) },
+            [event("e3", "DID_RENEW", [coins])].map { try? FuzzSetup.encoder.encode($0) },
+            [try? FuzzSetup.encoder.encode(link), try? FuzzSetup.encoder.encode(event("e4", "INITIAL_BUY", [buy]))],
+        ]
+        for (index, parts) in records.enumerated() {
+            let joined = parts.compactMap { $0 }.map { [UInt8]($0) }.joined(separator: Array("\n--8<--\n".utf8))
+            try Data(Array(joined)).write(to: URL(fileURLWithPath: "\(directory)/pipeline-seed-\(index).json"))
+        }
+    }
+}
+
+/// Fuzzing build (-DSTORELEDGER_FUZZING, -sanitize=fuzzer): hand control to libFuzzer's driver.
+/// Plain build: replay saved inputs (crashers, corpus files), `FuzzPipeline FILE...`.
+/// Either build: `STORELEDGER_FUZZ_WRITE_SEEDS=DIR FuzzPipeline` writes the synthetic seeds and exits.
+@main
+struct Entry {
+    static func main() {
+        if let directory = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_WRITE_SEEDS"] {
+            do { try Seeds.write(to: directory) } catch { print("cannot write seeds: \(error)"); exit(1) }
+            exit(0)
+        }
+        #if STORELEDGER_FUZZING
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+            fuzzOne(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+            return 0
+        })
+        #else
+        for path in CommandLine.arguments.dropFirst() {
+            guard let data = FileManager.default.contents(atPath: path) else { continue }
+            let made = fuzzOne([UInt8](data))
+            print("\(path): \(made.checked) ledger entries (\(made.unchecked) without the bounds checks)")
+        }
+        #endif
+    }
+}
+
+#if STORELEDGER_FUZZING
+/// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's entry).
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
+                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+                         _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+#endif
