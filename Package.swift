@@ -33,6 +33,9 @@ let package = Package(
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
         .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
+        // The App Store Server API client (outbound HTTP; tokens come from the signer).
+        .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding"], path: "Sources/Shared/AppStoreServerAPI",
+                swiftSettings: strict),
 
         // Deployable roles.
         .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
@@ -60,6 +63,9 @@ let package = Package(
                     path: "Tests/SignerTests", swiftSettings: strict),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
+        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "AppleDecoding", "Domain",
+                                                          "Crypto"],
+                    path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
