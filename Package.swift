@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
         .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
         // The App Store Server API client (outbound HTTP; tokens come from the signer).
-        .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding"], path: "Sources/Shared/AppStoreServerAPI",
+        .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
         // Deployable roles.

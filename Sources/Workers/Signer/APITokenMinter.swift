@@ -1,4 +1,5 @@
 import Crypto
+import Domain
 import Foundation
 
 /// Bearer tokens for the App Store Server API, minted where the In-App Purchase key lives: the
@@ -61,5 +62,31 @@ public struct APITokenIssuer: Sendable {
         guard let (id, key) = keys.key(keyId) else { throw .refused("unknown key id \(keyId ?? "")") }
         return try APITokenMinter.mint(key: key, keyId: id, issuerId: issuerId, bundleId: bundleId, issuedAt: clock(),
                                        lifetimeSeconds: lifetimeSeconds)
+    }
+}
+
+extension APITokenIssuer {
+    /// Answers one API token request: mint, then seal the token to the request's one-time key so
+    /// the reply record never holds it in clear. Refusals are replies too, so no requester waits in vain.
+    public func answer(_ request: APITokenRequest) -> APITokenReply {
+        func refuse(_ reason: String) -> APITokenReply { APITokenReply(correlationId: request.correlationId, status: .refused, reason: reason) }
+        guard request.kind == APITokenRequest.kindValue else { return refuse("not an api-token request") }
+        guard clock().multipliedReportingOverflow(by: 1000).partialValue <= request.deadlineMs else { return refuse("deadline passed") }
+        guard request.replyKey.utf8.count <= 1024, let der = Base64.decode(request.replyKey),
+              let replyKey = try? PublicKey(spkiDER: der), replyKey.type == .p256 else {
+            return refuse("replyKey is not a base64 EC P-256 SubjectPublicKeyInfo")
+        }
+        do {
+            let minted = try mint(bundleId: request.bundleId, keyId: request.keyId,
+                                  lifetimeSeconds: request.lifetimeSeconds ?? APITokenMinter.defaultLifetimeSeconds)
+            let sealed = try SealedBox.seal(Array(minted.token.utf8), to: replyKey, context: request.sealingContext)
+            return APITokenReply(correlationId: request.correlationId, status: .issued, keyIdentifier: minted.keyIdentifier,
+                                 expiresAt: minted.expiresAt, sealedToken: Base64.encode(sealed))
+        } catch let error as SignerError {
+            return refuse(error.description)
+        } catch {
+            // CryptoError carries OpenSSL's reason strings only, never key or token bytes.
+            return refuse("sealing failed: \(error)")
+        }
     }
 }
