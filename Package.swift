@@ -48,7 +48,7 @@ let package = Package(
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
                           dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto"],
+                                         "Kafka", "Postgres", "Crypto", "AppStoreServerAPI"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -66,7 +66,8 @@ let package = Package(
         .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "AppleDecoding", "Domain",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
+        .testTarget(name: "IntegrationTests", dependencies: ["Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
+                                                            "Signer", "AppStoreServerAPI"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )
