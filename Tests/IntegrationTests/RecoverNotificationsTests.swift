@@ -4,6 +4,7 @@ import Crypto
 import Domain
 import Foundation
 import Kafka
+import Postgres
 import Runtime
 import Signer
 @testable import Simulator
@@ -104,6 +105,22 @@ final class RecoverNotificationsTests: XCTestCase {
             return try XCTUnwrap(body["signedPayload"] as? String)
         }
         XCTAssertEqual(Set(fed), lost)
+
+        // With DATABASE_URL, what the dedupe stage already saw (seen_events) is not fed again.
+        let postgres = try EmbeddedPostgres.start()
+        defer { postgres.stop() }
+        try Self.run(["migrate", "--database-url", postgres.url], environment: [:])
+        let seen = Array(lost.sorted().prefix(2)).map { signed -> String in
+            "uuid:" + ((ServerAPIState.claims(signed)?["notificationUUID"] as? String) ?? "").lowercased()
+        }
+        let db = try PGConnection(url: postgres.url)
+        for key in seen { _ = try db.execute("INSERT INTO seen_events (subscription_key, event_key) VALUES ('s', \(key))") }
+        db.close()
+        let second = try Self.run(["recover", "notifications", "--from", String(nowMs - 90 * 86_400_000), "--to", String(nowMs),
+                                   "--only-failures", "--json", "--database-url", postgres.url], environment: environment)
+        let again = try JSONDecoder().decode(Reports.self, from: Data(second.utf8)).recovery
+        XCTAssertEqual(again.map(\.fed).reduce(0, +), lost.count - 2, second)
+        XCTAssertEqual(try Self.readTopic(Topic.notificationsRaw, bootstrap: bootstrap, atLeast: 2 * lost.count - 2).count, 2 * lost.count - 2)
     }
 
     // MARK: - Processes and topics
