@@ -120,7 +120,18 @@ public final class ServerAPIServer: Sendable {
     }
 
     func json(_ object: [String: Any], status: Int = 200) -> HTTPResponse {
-        .json(status: status, data: Data(JSONText.encode(object)))
+        if state.misbehavior == .notJSON { return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array("<html>oops".utf8)) }
+        return .json(status: status, data: Data(JSONText.encode(object)))
+    }
+
+    /// A cursor, signed items and app fields as the configured misbehavior bends them.
+    func bent(cursor: String, asked: String?, hasMore: Bool, items: [String]) -> (cursor: String, hasMore: Bool, items: [String]) {
+        switch state.misbehavior {
+        case .repeatCursor: return (asked ?? cursor, true, items)
+        case .inflatePage(let count): return (cursor, hasMore, items.first.map { Array(repeating: $0, count: count) } ?? items)
+        case .longCursor: return (String(repeating: "c", count: 5000), hasMore, items)
+        default: return (cursor, hasMore, items)
+        }
     }
 
     func sign(_ payload: [String: Any]) -> String {
@@ -128,7 +139,8 @@ public final class ServerAPIServer: Sendable {
     }
 
     func appFields(_ environment: SimEnvironment) -> [String: Any] {
-        var fields: [String: Any] = ["bundleId": store.config.bundleId, "environment": environment.rawValue]
+        let bundle = state.misbehavior == .foreignBundle ? "com.example.someone.else" : store.config.bundleId
+        var fields: [String: Any] = ["bundleId": bundle, "environment": environment.rawValue]
         if environment == .production { fields["appAppleId"] = store.config.appAppleId }
         return fields
     }
@@ -198,10 +210,11 @@ public final class ServerAPIServer: Sendable {
             return apiError(400, 4_000_005, "Invalid request revision.")
         }
         let now = clockMs()
+        let out = bent(cursor: next, asked: value("revision"), hasMore: hasMore, items: page.map { sign(emitter.v2Transaction($0, atMs: now)) })
         var answer = appFields(environment)
-        answer["revision"] = next
-        answer["hasMore"] = hasMore
-        answer["signedTransactions"] = page.map { sign(emitter.v2Transaction($0, atMs: now)) }
+        answer["revision"] = out.cursor
+        answer["hasMore"] = out.hasMore
+        answer["signedTransactions"] = out.items
         return json(answer)
     }
 
@@ -237,7 +250,9 @@ public final class ServerAPIServer: Sendable {
             return apiError(400, 4_000_005, "Invalid request revision.")
         }
         let now = clockMs()
-        return json(["signedTransactions": page.map { sign(emitter.v2Transaction($0, atMs: now)) }, "revision": next, "hasMore": hasMore])
+        let out = bent(cursor: next, asked: query.first { $0.name == "revision" }?.value, hasMore: hasMore,
+                       items: page.map { sign(emitter.v2Transaction($0, atMs: now)) })
+        return json(["signedTransactions": out.items, "revision": out.cursor, "hasMore": out.hasMore])
     }
 
     /// The simulator's order ids: "SIM" + the id of the purchase (not renewal) that started the order.
@@ -391,8 +406,9 @@ public final class ServerAPIServer: Sendable {
               record.environment == environment else {
             return apiError(404, 4_040_009, "Status request not found.")
         }
+        let sign = state.misbehavior == .negativeCounts ? -1 : 1
         return json(["requestIdentifier": requestId, "complete": true, "completeDate": record.completeMs,
-                     "succeededCount": record.succeeded, "failedCount": record.failed])
+                     "succeededCount": sign * record.succeeded, "failedCount": sign * max(record.failed, 1)])
     }
 
     func notificationHistory(_ bytes: [UInt8], _ query: [HTTPField], _ environment: SimEnvironment) -> HTTPResponse {
@@ -410,17 +426,20 @@ public final class ServerAPIServer: Sendable {
                 && transactionId.map { record.transactionIds.contains($0) } != false
                 && type.map { record.notificationType == $0 } != false
         }
-        guard let (page, next, hasMore) = paged(records, kind: "notifications", cursor: query.first { $0.name == "paginationToken" }?.value) else {
+        let asked = query.first { $0.name == "paginationToken" }?.value
+        guard let (page, next, hasMore) = paged(records, kind: "notifications", cursor: asked) else {
             return apiError(400, 4_000_014, "Invalid pagination token.")
         }
+        let out = bent(cursor: next, asked: asked, hasMore: hasMore, items: page.map(\.signedPayload))
+        let attempts = Dictionary(page.map { ($0.signedPayload, $0.attempts) }) { first, _ in first }
         var answer: [String: Any] = [
-            "hasMore": hasMore,
-            "notificationHistory": page.map { record in
-                ["signedPayload": record.signedPayload,
-                 "sendAttempts": record.attempts.map { ["attemptDate": $0.dateMs, "sendAttemptResult": $0.result] as [String: Any] }] as [String: Any]
+            "hasMore": out.hasMore,
+            "notificationHistory": out.items.map { signed in
+                ["signedPayload": signed,
+                 "sendAttempts": (attempts[signed] ?? []).map { ["attemptDate": $0.dateMs, "sendAttemptResult": $0.result] as [String: Any] }] as [String: Any]
             },
         ]
-        if hasMore { answer["paginationToken"] = next }
+        if out.hasMore { answer["paginationToken"] = out.cursor }
         return json(answer)
     }
 

@@ -44,7 +44,24 @@ public final class ServerAPIState: Sendable {
         public var receivedMs: Int64
     }
 
+    /// Ways the simulated API can break its contract, so tests prove the client survives them.
+    public enum Misbehavior: Sendable, Equatable {
+        /// History answers repeat the cursor they were asked with and always claim `hasMore`.
+        case repeatCursor
+        /// History answers carry this many copies of their first signed item.
+        case inflatePage(Int)
+        /// Cursors of 5,000 bytes.
+        case longCursor
+        /// Answers name another app's bundle id.
+        case foreignBundle
+        /// 200 with a body that is not JSON.
+        case notJSON
+        /// Mass-extension status with negative counts.
+        case negativeCounts
+    }
+
     struct State {
+        var misbehavior: Misbehavior?
         var notifications: [NotificationRecord] = []
         var testTokens: [String: Int] = [:]
         var massExtensions: [String: MassExtension] = [:]
@@ -87,6 +104,10 @@ public final class ServerAPIState: Sendable {
     public func rateLimit(next count: Int, retryAfterSeconds: Int) {
         state.withLock { $0.rateLimited = count > 0 ? (count, retryAfterSeconds) : nil }
     }
+
+    /// nil: behave.
+    public func misbehave(_ misbehavior: Misbehavior?) { state.withLock { $0.misbehavior = misbehavior } }
+    var misbehavior: Misbehavior? { state.withLock { $0.misbehavior } }
 
     public var notifications: [NotificationRecord] { state.withLock { $0.notifications } }
     public var consumptionAnswers: [ConsumptionAnswer] { state.withLock { $0.consumption } }
