@@ -43,8 +43,13 @@ struct RecoverCommand: CLICommand {
         let kafka = try Environment.kafka(arguments, clientId: "storeledger-recover")
         let exchange = try SignerExchange(kafka: kafka)
         defer { exchange.close() }
+        // Before any token request, so the group join (seconds) never eats a request's deadline.
+        guard exchange.awaitReader(deadlineMs: currentTimeMs() + 30_000) else {
+            throw SignerExchangeError("the sign reply topic could not be read within 30 s (is the broker up?)")
+        }
         let keyId = Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID")
-        let tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, exchange: exchange.exchange).token)
+        let tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
+                                                                           exchange: exchange.exchange).token)
         var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
         settings.maxPages = try arguments.int("max-pages", default: 50)
         let client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
@@ -178,6 +183,11 @@ enum RecoveryTime {
     }
 }
 
+struct SignerExchangeError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
 /// Synchronous request/reply with the signer for API tokens: the request goes to the sign request
 /// topic, the reply is read from the reply topic with a consumer group of this process's own. A
 /// probe reply read back first proves the reader is assigned, so the real reply cannot be missed.
@@ -202,19 +212,18 @@ final class SignerExchange: Sendable {
         producer.close()
     }
 
-    /// The reply to `request`, or nil by its deadline.
+    /// The reply to `request`, or nil by its deadline. Call `awaitReader` first.
     @Sendable func exchange(_ request: APITokenRequest) -> APITokenReply? {
         lock.withLock { _ in
-            let deadline = request.deadlineMs + 10_000  // the first call also waits for the group assignment
-            guard waitUntilReady(deadlineMs: deadline),
-                  let value = try? JSONEncoder().encode(request),
+            guard ready.withLock({ $0 }), let value = try? JSONEncoder().encode(request),
                   (try? producer.sendAndWait(topic: Topic.signRequests, key: Array(request.correlationId.utf8), value: [UInt8](value),
                                              timeout: .seconds(10))) != nil else { return nil }
             return read(until: request.deadlineMs) { $0.correlationId == request.correlationId && $0.kind == APITokenReply.kindValue }
         }
     }
 
-    private func waitUntilReady(deadlineMs: Int64) -> Bool {
+    /// Proves the reply reader is assigned by reading back a probe it wrote; false by the deadline.
+    func awaitReader(deadlineMs: Int64) -> Bool {
         if ready.withLock({ $0 }) { return true }
         let probeId = "probe-" + UUID().uuidString.lowercased()
         let probe = APITokenReply(correlationId: probeId, status: .refused, reason: "reader probe")
