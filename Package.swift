@@ -33,6 +33,9 @@ let package = Package(
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
         .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
+        // The App Store Server API client (outbound HTTP; tokens come from the signer).
+        .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
+                swiftSettings: strict),
 
         // Deployable roles.
         .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
@@ -45,7 +48,7 @@ let package = Package(
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
                           dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto"],
+                                         "Kafka", "Postgres", "Crypto", "AppStoreServerAPI"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -62,7 +65,11 @@ let package = Package(
                     path: "Tests/SignerTests", swiftSettings: strict),
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding"],
+        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "AppleDecoding", "Domain",
+                                                          "Crypto"],
+                    path: "Tests/ServerAPITests", swiftSettings: strict),
+        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
+                                                            "Signer", "AppStoreServerAPI"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

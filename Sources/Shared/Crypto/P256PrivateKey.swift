@@ -8,7 +8,8 @@ import Foundation
 // @unchecked Sendable: the EVP_PKEY is owned, never mutated after init, and OpenSSL 3 allows
 // concurrent signing with one key (each call uses its own EVP_MD_CTX).
 public final class P256PrivateKey: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    private let pkey: OpaquePointer
+    // Internal (not private) so SealedBox can derive ECDH secrets; still never exposed outside Crypto.
+    let pkey: OpaquePointer
     public let publicKey: PublicKey
 
     /// Takes ownership of `pkey` (freed on failure too).

@@ -1,0 +1,14 @@
+/// https://developer.apple.com/documentation/appstoreserverapi/sendattemptresult
+public enum SendAttemptResult: String, Codable, Sendable, CaseIterable {
+    case success = "SUCCESS"
+    case timedOut = "TIMED_OUT"
+    case tlsIssue = "TLS_ISSUE"
+    case circularRedirect = "CIRCULAR_REDIRECT"
+    case noResponse = "NO_RESPONSE"
+    case socketIssue = "SOCKET_ISSUE"
+    case unsupportedCharset = "UNSUPPORTED_CHARSET"
+    case invalidResponse = "INVALID_RESPONSE"
+    case prematureClose = "PREMATURE_CLOSE"
+    case unsuccessfulHttpResponseCode = "UNSUCCESSFUL_HTTP_RESPONSE_CODE"
+    case other = "OTHER"
+}

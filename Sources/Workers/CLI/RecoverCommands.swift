@@ -1,0 +1,251 @@
+import AppStoreServerAPI
+import AppleDecoding
+import Domain
+import Foundation
+import Kafka
+import Postgres
+import Runtime
+import Synchronization
+
+/// `storeledger recover notifications`: pages through Apple's notification history for a window,
+/// and feeds into `storeledger.notifications.raw` every notification the pipeline never saw, each
+/// `notificationUUID` once, with header `storeledger.provenance: recovered`. Tokens come from the
+/// signer (sealed, over the sign topics); this process never sees the key.
+struct RecoverCommand: CLICommand {
+    let name = "recover"
+    let summary = "Recover missed App Store notifications: page Apple's notification history (App Store Server API) and feed what StoreLedger never ingested into the raw topic, with a report."
+    let usage = """
+    notifications --from T --to T [--only-failures] [--environment Production,Sandbox] [--dry-run] [--json] \
+    [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
+       T: ms since 1970 or ISO 8601 (2026-11-30T00:00:00Z); Apple keeps 180 days.
+       Environment: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_APP_APPLE_ID, STORELEDGER_ENVIRONMENT (as decode),
+       STORELEDGER_API_PRODUCTION_URL / STORELEDGER_API_SANDBOX_URL (default Apple's), STORELEDGER_API_KEY_ID,
+       KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (optional: skips notifications the dedupe stage already saw).
+    """
+    let optionNames: Set<String> = ["from", "to", "environment", "bootstrap", "database-url", "key-id", "max-pages"]
+    let flagNames: Set<String> = ["only-failures", "dry-run", "json"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        guard arguments.positionals == ["notifications"] else { throw UsageError("expected: recover notifications --from T --to T") }
+        guard let fromText = arguments.value("from"), let from = RecoveryTime.parse(fromText),
+              let toText = arguments.value("to"), let to = RecoveryTime.parse(toText) else {
+            throw UsageError("--from and --to are required: ms since 1970 or ISO 8601")
+        }
+        let decoding = try AppleDecodingConfiguration.fromEnvironment()
+        try decoding.validate()
+        guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
+            throw UsageError("STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID are required: every recovered notification is verified")
+        }
+        let verifier = try SignedDataVerifier(roots: decoding.appleRoots, bundleId: bundleId, appAppleId: decoding.appAppleId,
+                                              environments: decoding.environments, strictChecks: decoding.strictX509)
+        let environments = try arguments.value("environment").map(RecoveryTime.environments)
+            ?? decoding.environments.filter { !$0.isLocal }
+        let kafka = try Environment.kafka(arguments, clientId: "storeledger-recover")
+        let exchange = try SignerExchange(kafka: kafka)
+        defer { exchange.close() }
+        // Before any token request, so the group join (seconds) never eats a request's deadline.
+        guard exchange.awaitReader(deadlineMs: currentTimeMs() + 30_000) else {
+            throw SignerExchangeError("the sign reply topic could not be read within 30 s (is the broker up?)")
+        }
+        let keyId = Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID")
+        let tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
+                                                                           exchange: exchange.exchange).token)
+        var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
+        settings.maxPages = try arguments.int("max-pages", default: 50)
+        let client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
+        let producer = arguments.has("dry-run") ? nil : try KafkaProducer(config: kafka)
+        defer { producer?.close() }
+        let database = try Environment.databaseURL(arguments).map { try PGConnection(url: $0) }
+
+        var reports: [RecoveryReport] = []
+        for environment in environments {
+            var report = RecoveryReport(environment: environment.rawValue)
+            let request = NotificationHistoryRequest(startDate: from, endDate: to, onlyFailures: arguments.has("only-failures") ? true : nil)
+            switch client.notificationHistory(request, environment: environment) {
+            case .failure(let failure):
+                report.error = failure.description
+            case .success(let walk):
+                let seen = try database.map { try Self.seenUUIDs(walk.entries, db: $0) } ?? []
+                let plan = NotificationRecovery.plan(walk.entries, alreadySeen: seen)
+                report.pages = walk.pages
+                report.truncated = walk.truncated
+                report.found = walk.entries.count
+                report.neverDelivered = walk.entries.filter(\.neverDelivered).count
+                report.alreadyIngested = plan.alreadyIngested
+                report.duplicatesInHistory = plan.duplicatesInHistory
+                report.withoutUUID = plan.withoutUUID
+                report.unusable = plan.unusable
+                report.toFeed = plan.toFeed.count
+                report.uuids = plan.toFeed.map(\.notificationUUID)
+                for item in plan.toFeed {
+                    guard let producer else { continue }
+                    do {
+                        _ = try producer.sendAndWait(topic: Topic.notificationsRaw, key: nil, value: item.rawBody,
+                                                     headers: Self.headers(nowMs: currentTimeMs()), timeout: .seconds(30))
+                        report.fed += 1
+                    } catch {
+                        report.failed += 1
+                    }
+                }
+            }
+            reports.append(report)
+        }
+        Self.print(reports, json: arguments.has("json"))
+        return reports.allSatisfy(\.complete) ? 0 : 1
+    }
+
+    /// What ingest writes for a notification, plus where it came from.
+    static func headers(nowMs: Int64) -> [KafkaHeader] {
+        [KafkaHeader(name: RecordHeader.receivedAt, value: Array(String(nowMs).utf8)),
+         KafkaHeader(name: RecordHeader.source, value: Array(RawSource.appStoreNotification.rawValue.utf8)),
+         KafkaHeader(name: RecordHeader.contentType, value: Array("application/json".utf8)),
+         KafkaHeader(name: NotificationRecovery.provenanceHeader, value: Array(NotificationRecovery.provenanceRecovered.utf8))]
+    }
+
+    /// The dedupe stage records a V2 notification as `uuid:<notificationUUID>` in seen_events.
+    static func seenUUIDs(_ entries: [NotificationHistoryEntry], db: PGConnection) throws -> Set<String> {
+        let keys = entries.compactMap { ($0.notification.payload["notificationUUID"] as? String).map { "uuid:\($0.lowercased())" } }
+        guard !keys.isEmpty else { return [] }
+        let rows = try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(keys))")
+        return Set(try rows.map { String(try $0.string("event_key").dropFirst("uuid:".count)) })
+    }
+
+    static func print(_ reports: [RecoveryReport], json: Bool) {
+        let text: String
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            text = (try? encoder.encode(["recovery": reports])).map { String(decoding: $0, as: UTF8.self) + "\n" } ?? ""
+        } else {
+            text = reports.map(\.summary).joined(separator: "\n") + "\n"
+        }
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}
+
+/// What one environment's recovery did.
+struct RecoveryReport: Codable {
+    var environment: String
+    var error: String?
+    var pages = 0
+    /// The walk stopped at --max-pages (or on a repeated cursor): narrow the window and run again.
+    var truncated = false
+    var found = 0
+    var neverDelivered = 0
+    var alreadyIngested = 0
+    var duplicatesInHistory = 0
+    var withoutUUID = 0
+    var unusable = 0
+    var toFeed = 0
+    var fed = 0
+    var failed = 0
+    var uuids: [String] = []
+
+    init(environment: String) { self.environment = environment }
+
+    var complete: Bool { error == nil && !truncated && failed == 0 }
+
+    var summary: String {
+        if let error { return "recover notifications \(environment): FAILED \(error)" }
+        return "recover notifications \(environment): \(found) in history (\(neverDelivered) never delivered) over \(pages) page(s)"
+            + "\(truncated ? " TRUNCATED" : ""); \(alreadyIngested) already ingested, \(duplicatesInHistory) duplicate(s), "
+            + "\(withoutUUID) without UUID, \(unusable) unusable; fed \(fed) of \(toFeed)\(failed > 0 ? ", \(failed) FAILED" : "")"
+    }
+}
+
+/// Option parsing for recovery, kept apart so it is plain functions.
+enum RecoveryTime {
+    static func parse(_ text: String) -> Int64? {
+        if let ms = Int64(text), ms >= 0 { return ms }
+        let formatter = ISO8601DateFormatter()
+        return formatter.date(from: text).map { Int64($0.timeIntervalSince1970 * 1000) }
+    }
+
+    static func environments(_ text: String) throws -> [AppStoreEnvironment] {
+        try text.split(separator: ",").map { name in
+            guard let environment = AppStoreEnvironment(lenient: String(name)), !environment.isLocal else {
+                throw UsageError("--environment: Production or Sandbox, got \"\(name)\"")
+            }
+            return environment
+        }
+    }
+
+    static func baseURLs(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> APIBaseURLs {
+        func url(_ name: String, _ fallback: URL) throws -> URL {
+            guard let text = env[name], !text.isEmpty else { return fallback }
+            guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http" else {
+                throw UsageError("\(name) is not an http(s) URL")
+            }
+            return url
+        }
+        return APIBaseURLs(production: try url("STORELEDGER_API_PRODUCTION_URL", APIBaseURLs.appleProduction),
+                           sandbox: try url("STORELEDGER_API_SANDBOX_URL", APIBaseURLs.appleSandbox))
+    }
+}
+
+struct SignerExchangeError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Synchronous request/reply with the signer for API tokens: the request goes to the sign request
+/// topic, the reply is read from the reply topic with a consumer group of this process's own. A
+/// probe reply read back first proves the reader is assigned, so the real reply cannot be missed.
+final class SignerExchange: Sendable {
+    private let producer: KafkaProducer
+    private let consumer: KafkaConsumer
+    private let ready = Mutex(false)
+    private let lock = Mutex(())
+
+    init(kafka: KafkaConfig) throws {
+        var consumerKafka = kafka
+        consumerKafka.extra = ["auto.offset.reset": "latest", "fetch.wait.max.ms": "10"].merging(kafka.extra) { _, given in given }
+        var producerKafka = kafka
+        producerKafka.linger = .milliseconds(0)
+        producer = try KafkaProducer(config: producerKafka)
+        consumer = try KafkaConsumer(config: consumerKafka, groupId: "storeledger-recover-\(UUID().uuidString.lowercased())",
+                                     topics: [Topic.signReplies])
+    }
+
+    func close() {
+        consumer.close()
+        producer.close()
+    }
+
+    /// The reply to `request`, or nil by its deadline. Call `awaitReader` first.
+    @Sendable func exchange(_ request: APITokenRequest) -> APITokenReply? {
+        lock.withLock { _ in
+            guard ready.withLock({ $0 }), let value = try? JSONEncoder().encode(request),
+                  (try? producer.sendAndWait(topic: Topic.signRequests, key: Array(request.correlationId.utf8), value: [UInt8](value),
+                                             timeout: .seconds(10))) != nil else { return nil }
+            return read(until: request.deadlineMs) { $0.correlationId == request.correlationId && $0.kind == APITokenReply.kindValue }
+        }
+    }
+
+    /// Proves the reply reader is assigned by reading back a probe it wrote; false by the deadline.
+    func awaitReader(deadlineMs: Int64) -> Bool {
+        if ready.withLock({ $0 }) { return true }
+        let probeId = "probe-" + UUID().uuidString.lowercased()
+        let probe = APITokenReply(correlationId: probeId, status: .refused, reason: "reader probe")
+        guard let value = try? JSONEncoder().encode(probe) else { return false }
+        while currentTimeMs() < deadlineMs {
+            producer.send(topic: Topic.signReplies, key: Array(probeId.utf8), value: [UInt8](value)) { _ in }
+            if read(until: min(deadlineMs, currentTimeMs() + 500), { $0.correlationId == probeId }) != nil {
+                ready.withLock { $0 = true }
+                return true
+            }
+        }
+        return false
+    }
+
+    private func read(until deadlineMs: Int64, _ matches: (APITokenReply) -> Bool) -> APITokenReply? {
+        let decoder = JSONDecoder()
+        while currentTimeMs() < deadlineMs {
+            guard let records = try? consumer.poll(maxRecords: 100, timeout: .milliseconds(100)) else { continue }
+            for record in records {
+                if let reply = try? decoder.decode(APITokenReply.self, from: Data(record.value)), matches(reply) { return reply }
+            }
+        }
+        return nil
+    }
+}
