@@ -34,8 +34,7 @@ struct SignerCommand: CLICommand {
         stop.installSignalHandlers(logger: Logger(component: "signer"))
         print("SIGNER=\(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)
-        try SignerWorker(signer: signer, config: config).run(until: stop)
-        return 0
+        return try SignerWorker(signer: signer, config: config).run(until: stop)
     }
 }
 

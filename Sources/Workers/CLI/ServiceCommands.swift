@@ -78,6 +78,9 @@ struct IngestCommand: CLICommand {
         config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
+            throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
+        }
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
         let service = try IngestService(config: config)
@@ -114,11 +117,11 @@ struct WorkerCommand: CLICommand {
                                        databaseURL: Environment.databaseURL(arguments),
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
-        config.maxBatch = 500
+        config.policy = try Environment.loopPolicy(maxBatch: 500)
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "worker.\(stageName)"))
-        try StageRunner(logic: logic, config: config).run(until: stop)
-        return 0
+        // Non-zero after a critical failure: the supervisor restarts the worker, which reads the uncommitted records again.
+        return try StageRunner(logic: logic, config: config).run(until: stop)
     }
 
     private func loadCatalog(_ arguments: Arguments) throws -> Catalog {

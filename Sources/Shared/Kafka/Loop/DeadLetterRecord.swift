@@ -49,8 +49,10 @@ public struct DeadLetterRecord: Sendable, Equatable {
         public static let attempts = "dlq-attempts"
         public static let firstFailure = "dlq-first-failure-ms"
         public static let lastFailure = "dlq-last-failure-ms"
+        /// Present only when the original did not fit beside its headers: its full size in bytes.
+        public static let truncatedFrom = "dlq-value-truncated-from"
         static let all: Set<String> = [stage, sourceTopic, sourcePartition, sourceOffset, kind, message, attempts,
-                                       firstFailure, lastFailure]
+                                       firstFailure, lastFailure, truncatedFrom]
     }
 
     /// Longest error message kept (UTF-8 bytes); longer ones are cut at a character boundary.
@@ -71,7 +73,16 @@ public struct DeadLetterRecord: Sendable, Equatable {
         add(Header.attempts, String(attempts))
         add(Header.firstFailure, String(firstFailureMs))
         add(Header.lastFailure, String(lastFailureMs))
-        return OutgoingRecord(topic: topic, key: key, value: value, headers: all)
+        // Always fits: an original under the limits (everything ingest accepts) is kept whole;
+        // anything larger is cut, and says so, rather than wedging the stage on an unsendable record.
+        let headerBytes = all.reduce(0) { $0 + $1.name.utf8.count + $1.value.count + 16 }
+        let budget = max(0, KafkaLimits.messageMaxBytes - (key?.count ?? 0) - headerBytes - Self.provenanceAllowance)
+        var kept = value
+        if value.count > budget {
+            kept = Array(value.prefix(budget))
+            add(Header.truncatedFrom, String(value.count))
+        }
+        return OutgoingRecord(topic: topic, key: key, value: kept, headers: all)
     }
 
     /// Reads a record of the dead-letter topic; nil when it carries no provenance.
