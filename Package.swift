@@ -45,7 +45,7 @@ let package = Package(
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
                           dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto"],
+                                         "Kafka", "Postgres", "Crypto", "HTTPServer"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.

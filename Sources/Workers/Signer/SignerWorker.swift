@@ -46,7 +46,9 @@ public struct SignerWorkerConfig: Sendable {
 /// Runs on the one consumer loop: offsets are committed per batch after its replies are
 /// acknowledged; a request redelivered after a crash is signed again with a new nonce or, usually,
 /// dropped as expired.
-public final class SignerWorker: Sendable {
+public final class SignerWorker: Service {
+    public let name = "signer"
+    private let status = ConsumerLoopStatus()
     private let signer: OfferSigner
     private let config: SignerWorkerConfig
     private let clock: @Sendable () -> Int64
@@ -57,6 +59,9 @@ public final class SignerWorker: Sendable {
         self.config = config
         self.clock = clock
     }
+
+    public var isReady: Bool { status.isReady }
+    public var readinessReason: String { status.reason }
 
     /// Runs on the one consumer loop until `stop`; returns the exit code (non-zero after a critical failure).
     @discardableResult
@@ -70,7 +75,7 @@ public final class SignerWorker: Sendable {
         // A request is worth nothing after its deadline (seconds): do not wait long to retry one.
         loopConfig.policy.maxBackoff = .seconds(1)
         loopConfig.produceTimeout = .seconds(5)
-        let loop = ConsumerLoop(config: loopConfig)
+        let loop = ConsumerLoop(config: loopConfig, status: status)
         defer { writeMetrics() }
         logger.info("signer_started", ["keys": .string(signer.keys.keys.keys.sorted().joined(separator: ",")),
                                        "default_key": .string(signer.keys.defaultKeyId)])

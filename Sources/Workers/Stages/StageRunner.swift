@@ -46,7 +46,8 @@ public struct StageRunnerConfig: Sendable {
     public var groupId: String
     /// Batch size, poll timeout, retry attempts and backoff of the consumer loop.
     public var policy = ConsumerLoopMachine.Policy()
-    public var produceTimeout: Duration = .seconds(30)
+    /// Bounded so a stop (SIGTERM) finishes within the supervisor's 10 s grace even with the broker away.
+    public var produceTimeout: Duration = .seconds(8)
 
     public init(kafka: KafkaConfig, databaseURL: String?, groupId: String) {
         self.kafka = kafka
@@ -63,8 +64,11 @@ public struct StageRunnerConfig: Sendable {
 /// Runs a stage as a consumer-group member on the one consumer loop (`ConsumerLoop`): per batch
 /// BEGIN → process → publish outputs and dead letters, wait for the broker's acks → COMMIT → commit
 /// offsets. A crash anywhere before the offset commit redelivers the batch, which every stage
-/// handles idempotently (ARCHITECTURE.md principles).
-public final class StageRunner {
+/// handles idempotently (ARCHITECTURE.md principles). It is the stage's `Service`: ready while the
+/// loop holds partitions and nothing is paused.
+// @unchecked: `run` is entered once, on the service thread, and is the only user of `logic`;
+// other threads only read `loop.status`, which is behind a Mutex.
+public final class StageRunner: Service, @unchecked Sendable {
     private let logic: any StageLogic
     private let config: StageRunnerConfig
     public let loop: ConsumerLoop
@@ -80,17 +84,13 @@ public final class StageRunner {
         loop = ConsumerLoop(config: loopConfig)
     }
 
+    public var name: String { logic.name }
+    public var isReady: Bool { loop.status.isReady }
+
     /// Returns the exit code: 0 after `stop`, non-zero after a critical failure.
     @discardableResult
     public func run(until stop: StopSignal) throws -> Int32 {
-        var announced = false
-        return try loop.run(StageWork(logic: logic, databaseURL: config.databaseURL), until: stop, onReadinessChange: { ready in
-            // Supervisors (storeledger dev, tests) wait for this line before declaring the set ready.
-            guard ready, !announced else { return }
-            announced = true
-            print("STAGE_READY \(logic.name)")
-            fflush(nil)
-        })
+        try loop.run(StageWork(logic: logic, databaseURL: config.databaseURL), until: stop)
     }
 }
 

@@ -29,6 +29,15 @@ public final class ConsumerLoopStatus: Sendable {
     public var pausedPartitions: Int { state.withLock { $0.paused } }
     public var isOutage: Bool { state.withLock { $0.outage } }
     public var queuedRecords: Int { state.withLock { $0.queued } }
+    /// Why not ready, for `/readyz`.
+    public var reason: String {
+        state.withLock { state in
+            if state.ready { return "ready" }
+            if state.outage { return "outage: every partition paused, nothing committed" }
+            if state.paused > 0 { return "\(state.paused) partition(s) paused for a retry" }
+            return "waiting for partitions or the broker"
+        }
+    }
     func update(_ machine: ConsumerLoopMachine) {
         state.withLock { $0 = (machine.isReady, machine.paused.count, machine.isOutage, machine.queuedCount) }
     }
@@ -36,7 +45,7 @@ public final class ConsumerLoopStatus: Sendable {
 
 /// The driver of `ConsumerLoopMachine` against a real consumer and producer: it only executes
 /// actions and reports their outcome. Runs on the calling thread (blocking librdkafka calls).
-public final class ConsumerLoop {
+public final class ConsumerLoop: Sendable {
     public struct Config: Sendable {
         /// The consumer's name in logs, metrics and dead letters (`decode`, `signer`, ...).
         public var name: String
@@ -62,15 +71,17 @@ public final class ConsumerLoop {
     }
 
     public let config: Config
-    public let status = ConsumerLoopStatus()
+    public let status: ConsumerLoopStatus
     private let logger: Logger
     private let metrics = Metrics.shared
     private let clock: @Sendable () -> Int64
     private let jitter: @Sendable (Int64) -> Int64
 
-    public init(config: Config, clock: @escaping @Sendable () -> Int64 = currentTimeMs,
+    public init(config: Config, status: ConsumerLoopStatus = ConsumerLoopStatus(),
+                clock: @escaping @Sendable () -> Int64 = currentTimeMs,
                 jitter: @escaping @Sendable (Int64) -> Int64 = ConsumerLoopMachine.halfJitter) {
         self.config = config
+        self.status = status
         self.clock = clock
         self.jitter = jitter
         self.logger = Logger(component: "loop.\(config.name)")
