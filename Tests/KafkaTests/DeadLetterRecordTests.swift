@@ -68,4 +68,44 @@ final class DeadLetterRecordTests: XCTestCase {
                                                                             firstFailureMs: 0, lastFailureMs: 0)).outgoing(topic: "dlq")
         XCTAssertEqual(kept.value.count, KafkaLimits.maxValueBytes)
     }
+
+    func testRedriveSendsTheOriginalToItsSourceWithoutProvenance() throws {
+        let order = DeadLetterOrder(record: original, kind: "k", reason: "r", attempts: 1, firstFailureMs: 0, lastFailureMs: 0)
+        let letter = try XCTUnwrap(DeadLetterRecord(consumed(DeadLetterRecord(stage: "decode", order: order).outgoing(topic: "dlq"))))
+        let again = letter.redrive(from: "dlq/0@7")
+        XCTAssertEqual(again.topic, "raw")
+        XCTAssertEqual(again.key, original.key)
+        XCTAssertEqual(again.value, original.value)
+        XCTAssertEqual(again.headers, original.headers + [KafkaHeader(name: DeadLetterRecord.redrivenFromHeader, value: Array("dlq/0@7".utf8))])
+        XCTAssertNil(DeadLetterRecord(consumed(again)), "a re-driven record carries no provenance")
+        // Re-driving a re-driven record again names only the latest source.
+        let twice = DeadLetterRecord(stage: "decode", kind: "k", message: "", source: letter.source, sourceOffset: 1, attempts: 1,
+                                     firstFailureMs: 0, lastFailureMs: 0, key: nil, value: [], headers: again.headers)
+            .redrive(from: "dlq/0@9")
+        XCTAssertEqual(twice.headers.filter { $0.name == DeadLetterRecord.redrivenFromHeader }.map(\.value), [Array("dlq/0@9".utf8)])
+    }
+
+    func testFilterSelectsByStageKindTimeAndKeepsTheLastN() {
+        func letter(_ stage: String, _ kind: String, at ms: Int64) -> DeadLetterRecord {
+            DeadLetterRecord(stage: stage, kind: kind, message: "", source: PartitionID(topic: "raw", partition: 0), sourceOffset: ms,
+                             attempts: 1, firstFailureMs: ms, lastFailureMs: ms, key: nil, value: [], headers: [])
+        }
+        let letters = [(1, letter("decode", "a", at: 10)), (2, letter("dedupe", "a", at: 20)),
+                       (3, letter("decode", "b", at: 30)), (4, letter("decode", "a", at: 40))]
+        XCTAssertEqual(DeadLetterFilter(stage: "decode").select(letters).map(\.0), [1, 3, 4])
+        XCTAssertEqual(DeadLetterFilter(stage: "decode", kind: "a").select(letters).map(\.0), [1, 4])
+        XCTAssertEqual(DeadLetterFilter(sinceMs: 20).select(letters).map(\.0), [2, 3, 4])
+        XCTAssertEqual(DeadLetterFilter(limit: 2).select(letters).map(\.0), [3, 4])
+        XCTAssertEqual(DeadLetterFilter(kind: "none").select(letters).map(\.0), [])
+    }
+
+    func testPrintableValueIsTextOnlyForPrintableUTF8() {
+        func letter(_ value: [UInt8]) -> DeadLetterRecord {
+            DeadLetterRecord(stage: "s", kind: "k", message: "", source: PartitionID(topic: "t", partition: 0), sourceOffset: 0,
+                             attempts: 1, firstFailureMs: 0, lastFailureMs: 0, key: nil, value: value, headers: [])
+        }
+        XCTAssertEqual(letter(Array("{\"a\": 1}\n".utf8)).printableValue, "{\"a\": 1}\n")
+        XCTAssertNil(letter([0x7B, 0x00, 0x7D]).printableValue, "NUL is not printable")
+        XCTAssertNil(letter([0xFF, 0xFE]).printableValue, "not UTF-8")
+    }
 }

@@ -126,3 +126,53 @@ public struct OutgoingRecord: Sendable, Equatable {
         self.headers = headers
     }
 }
+
+extension DeadLetterRecord {
+    /// Names the dead letter it came from when re-driven, so a record failing again shows its history.
+    public static let redrivenFromHeader = "dlq-redriven-from"
+
+    /// The original record, to produce to its source topic again after a fix (provenance dropped,
+    /// the dead letter's own position added). Re-driving twice is harmless: every stage is
+    /// idempotent, so the second copy changes nothing.
+    public func redrive(from position: String) -> OutgoingRecord {
+        OutgoingRecord(topic: source.topic, key: key, value: value,
+                       headers: headers.filter { $0.name != Self.redrivenFromHeader }
+                           + [KafkaHeader(name: Self.redrivenFromHeader, value: Array(position.utf8))])
+    }
+
+    /// The value as text when it is printable UTF-8 (JSON, base64), else nil.
+    public var printableValue: String? {
+        guard let text = String(validating: value, as: UTF8.self) else { return nil }
+        let printable = text.unicodeScalars.allSatisfy { $0 == "\n" || $0 == "\r" || $0 == "\t" || !($0.properties.generalCategory == .control) }
+        return printable ? text : nil
+    }
+}
+
+/// Which dead letters a `storeledger dlq` command selects.
+public struct DeadLetterFilter: Sendable, Equatable {
+    public var stage: String?
+    public var kind: String?
+    /// Only dead letters whose last failure is at or after this time (ms since 1970).
+    public var sinceMs: Int64?
+    /// At most this many, the most recent first cut (the oldest are dropped).
+    public var limit: Int?
+
+    public init(stage: String? = nil, kind: String? = nil, sinceMs: Int64? = nil, limit: Int? = nil) {
+        self.stage = stage
+        self.kind = kind
+        self.sinceMs = sinceMs
+        self.limit = limit
+    }
+
+    public func matches(_ letter: DeadLetterRecord) -> Bool {
+        (stage == nil || letter.stage == stage) && (kind == nil || letter.kind == kind)
+            && (sinceMs.map { letter.lastFailureMs >= $0 } ?? true)
+    }
+
+    /// The selected letters, in the order given (topic order), keeping the last `limit`.
+    public func select<T>(_ letters: [(T, DeadLetterRecord)]) -> [(T, DeadLetterRecord)] {
+        let matching = letters.filter { matches($0.1) }
+        guard let limit else { return matching }
+        return Array(matching.suffix(max(0, limit)))
+    }
+}
