@@ -281,4 +281,14 @@ final class ConsumerLoopMachineTests: XCTestCase {
         XCTAssertTrue(loop.isReady)
         XCTAssertEqual(loop.next(.failed(.critical("fatal")), nowMs: 800), .stop(exitCode: 1, reason: "fatal"))
     }
+
+    func testFencedBatchIsDroppedUncommittedAndTheLoopPolls() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0), record(b, 0)]), .process([record(a, 0), record(b, 0)]))
+        XCTAssertEqual(loop.next(.processed(outputs: 0), nowMs: 1), .commitTransaction)
+        XCTAssertEqual(loop.next(.failed(.fenced("a newer owner claimed in[0]")), nowMs: 1), .rollbackTransaction)
+        // No offset commit, no dead letter, no retry: the newer owner reads these again.
+        XCTAssertEqual(loop.next(.done, nowMs: 1), poll())
+        XCTAssertEqual(loop.queuedCount, 0)
+    }
 }

@@ -119,6 +119,11 @@ struct WorkerCommand: CLICommand {
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
         config.policy = try Environment.loopPolicy(maxBatch: 500)
+        switch ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT"] ?? "" {
+        case "": break
+        case "stop-before-commit": config.stopBeforeFirstCommit = true
+        case let other: throw UsageError("unknown STORELEDGER_FAILPOINT \(other) (known: stop-before-commit)")
+        }
         let runner = StageRunner(logic: logic, config: config)
         // Non-zero after a critical failure: the supervisor restarts the worker, which reads the uncommitted records again.
         return try runServices(runner, reason: { runner.loop.status.reason }, arguments, logger: Logger(component: "worker.\(stageName)"))

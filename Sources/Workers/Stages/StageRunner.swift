@@ -46,6 +46,9 @@ public struct StageRunnerConfig: Sendable {
     public var groupId: String
     /// Batch size, poll timeout, retry attempts and backoff of the consumer loop.
     public var policy = ConsumerLoopMachine.Policy()
+    /// Test-only: stop this process (SIGSTOP) once, before the COMMIT of the first batch, so a test
+    /// can make a zombie that holds an open transaction (STORELEDGER_FAILPOINT=stop-before-commit).
+    public var stopBeforeFirstCommit = false
     /// Bounded so a stop (SIGTERM) finishes within the supervisor's 10 s grace even with the broker away.
     public var produceTimeout: Duration = .seconds(8)
 
@@ -90,7 +93,7 @@ public final class StageRunner: Service, @unchecked Sendable {
     /// Returns the exit code: 0 after `stop`, non-zero after a critical failure.
     @discardableResult
     public func run(until stop: StopSignal) throws -> Int32 {
-        try loop.run(StageWork(logic: logic, databaseURL: config.databaseURL), until: stop)
+        try loop.run(StageWork(logic: logic, config: config), until: stop)
     }
 }
 
@@ -100,20 +103,30 @@ final class StageWork: ConsumerLoopWork {
     let logic: any StageLogic
     let databaseURL: String?
     private var database: PGConnection?
+    private var fence: PartitionFence
+    private var batchPartitions: Set<PartitionID> = []
+    private var stopBeforeCommit: Bool
     private let metrics = Metrics.shared
     private let logger: Logger
 
-    init(logic: any StageLogic, databaseURL: String?) {
+    init(logic: any StageLogic, config: StageRunnerConfig) {
         self.logic = logic
-        self.databaseURL = databaseURL
+        self.databaseURL = config.databaseURL
+        self.fence = PartitionFence(groupId: config.groupId)
+        self.stopBeforeCommit = config.stopBeforeFirstCommit
         self.logger = Logger(component: "stage.\(logic.name)")
     }
+
+    func assigned(_ partitions: Set<PartitionID>) { fence.assigned(partitions) }
 
     func process(_ records: [KafkaRecord]) throws -> [OutgoingRecord] {
         var connection: PGConnection?
         if logic.usesDatabase {
-            connection = try connect()
-            try connection?.executeScript("BEGIN")
+            let db = try connect()
+            try fence.claimIfNeeded(db)
+            try db.executeScript("BEGIN")
+            connection = db
+            batchPartitions = Set(records.map(\.partitionID))
         }
         let result = try logic.process(records, database: connection)
         var all = result.outputs.map { OutgoingRecord(topic: $0.topic, key: Array($0.key.utf8), value: $0.value, headers: $0.headers) }
@@ -131,6 +144,12 @@ final class StageWork: ConsumerLoopWork {
 
     func commit() throws {
         guard let database, database.inTransaction else { return }
+        if stopBeforeCommit {
+            stopBeforeCommit = false
+            logger.warning("failpoint_stop_before_commit")
+            kill(getpid(), SIGSTOP)
+        }
+        try fence.check(batchPartitions, database)
         try database.executeScript("COMMIT")
     }
 
@@ -163,6 +182,8 @@ public enum StageFailure {
         switch error {
         case let failure as PermanentFailure:
             return .permanent(kind: failure.kind, reason: failure.reason)
+        case let fenced as PartitionFence.Fenced:
+            return .fenced(fenced.description)
         case let retry as DecodeRetry:
             return .retryable(retry.reason)
         case let stage as StageError:
@@ -195,6 +216,8 @@ public enum StageFailure {
             let state = error.sqlState ?? ""
             if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
             if state.hasPrefix("08") || state.hasPrefix("57P") { return .infrastructure(error.description) }
+            // A missing table or column is a deployment error (migrations not applied): never dead-letter for it.
+            if state == "42P01" || state == "42703" { return .critical(error.description) }
             return .retryable(error.description)
         case .usage, .migration, .embeddedServer: return .retryable(error.description)
         }

@@ -14,11 +14,14 @@ public protocol ConsumerLoopWork: AnyObject {
     func rollback()
     /// Which failure class a thrown error belongs to.
     func classify(_ error: any Error) -> ConsumerLoopMachine.Failure
+    /// The member's partitions after a rebalance (for fencing); called before the next `process`.
+    func assigned(_ partitions: Set<PartitionID>)
 }
 
 extension ConsumerLoopWork {
     public func commit() throws {}
     public func rollback() {}
+    public func assigned(_ partitions: Set<PartitionID>) {}
 }
 
 /// The loop's health for `/readyz` and `/metrics`, readable from any thread.
@@ -106,6 +109,7 @@ public final class ConsumerLoop: Sendable {
         var action = machine.next(.started, nowMs: clock())
         let labels = ["stage": config.name]
         var wasReady = false
+        var seenGeneration = 0
         while true {
             status.update(machine)
             if machine.isReady != wasReady {
@@ -121,7 +125,13 @@ public final class ConsumerLoop: Sendable {
             case .poll(let maxRecords, let timeout):
                 do {
                     let records = try consumer.poll(maxRecords: maxRecords, timeout: timeout)
-                    event = .polled(records, assignment: consumer.assignment, generation: consumer.rebalanceGeneration)
+                    let generation = consumer.rebalanceGeneration
+                    let assignment = consumer.assignment
+                    if generation != seenGeneration {
+                        seenGeneration = generation
+                        work.assigned(assignment)
+                    }
+                    event = .polled(records, assignment: assignment, generation: generation)
                 } catch {
                     logger.warning("poll_failed", ["error": .string(error.description)])
                     event = .failed(error.kind == .fatal ? .critical(error.description) : .infrastructure(error.description))
@@ -214,6 +224,7 @@ public final class ConsumerLoop: Sendable {
         case .permanent: kind = "permanent"
         case .infrastructure: kind = "infrastructure"
         case .critical: kind = "critical"
+        case .fenced: kind = "fenced"
         }
         metrics.increment("storeledger_loop_failures_total", ["stage": config.name, "class": kind])
         logger.warning("batch_failed", ["class": .string(kind), "error": .string(DeadLetterRecord.truncated(failure.reason))])

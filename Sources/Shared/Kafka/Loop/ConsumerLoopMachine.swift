@@ -256,6 +256,12 @@ public struct ConsumerLoopMachine: Sendable {
         case .infrastructure(let reason):
             beginOutage(reason, nowMs)
             return chooseNext(nowMs)
+        case .fenced:
+            queue = PartitionQueues()
+            retries = [:]
+            batchLimit = policy.maxBatch
+            phase = .polling
+            return .poll(maxRecords: policy.maxBatch, timeout: policy.pollTimeout)
         case .retryable, .permanent:
             guard records.count == 1, let record = records.first else {
                 // One bad record must not hold the others: halve until it stands alone.
@@ -330,12 +336,15 @@ extension ConsumerLoopMachine {
         case permanent(kind: String, reason: String)
         /// PostgreSQL or the broker is unreachable: pause everything, report not-ready, commit nothing, retry.
         case infrastructure(String)
-        /// Continuing would be wrong (bad configuration, a fenced or fatal client): stop, exit non-zero.
+        /// Continuing would be wrong (bad configuration, a fatal client): stop, exit non-zero.
         case critical(String)
+        /// Another member owns the partitions now (this one is a zombie): drop what is held,
+        /// commit nothing, and poll so the rebalance reaches us.
+        case fenced(String)
 
         public var reason: String {
             switch self {
-            case .retryable(let reason), .infrastructure(let reason), .critical(let reason): reason
+            case .retryable(let reason), .infrastructure(let reason), .critical(let reason), .fenced(let reason): reason
             case .permanent(let kind, let reason): "\(kind): \(reason)"
             }
         }
