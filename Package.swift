@@ -48,7 +48,7 @@ let package = Package(
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
                           dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto", "AppStoreServerAPI"],
+                                         "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.

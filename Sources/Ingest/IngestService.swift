@@ -11,7 +11,8 @@ public struct IngestConfig: Sendable {
     public var port: Int = 8080
     public var threads: Int = 4
     /// Apple's notifications are a few KB; receipts with long histories reach a few hundred KB.
-    public var maxBodyBytes: Int = 2 * 1024 * 1024
+    /// The largest body that still fits into a raw record and its dead letter (KafkaLimits).
+    public var maxBodyBytes: Int = KafkaLimits.maxValueBytes
     /// How long a write may stay unconfirmed before the caller gets 503 (Apple retries on 5xx).
     public var writeTimeout: Duration = .seconds(3)
     public var kafka: KafkaConfig

@@ -121,15 +121,15 @@ final class PipelineTests: XCTestCase {
         let marker = UUID().uuidString
         let body = Data("{\"hello\": \"\(marker)\"}".utf8)
         XCTAssertEqual(try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: body).status, 200)
-        var letter: DeadLetter?
+        var letter: DeadLetterRecord?
         try waitUntil("the dead letter appears", timeout: 30, interval: 0.5) {
             letter = try cluster.readTopic(Topic.deadLetter, atLeast: 1, timeout: 8)
-                .compactMap { try? JSONDecoder().decode(DeadLetter.self, from: Data($0.value)) }
-                .first { $0.original == [UInt8](body) }
+                .compactMap(DeadLetterRecord.init)
+                .first { $0.value == [UInt8](body) }
             return letter != nil
         }
         XCTAssertEqual(letter?.stage, "decode")
-        XCTAssertEqual(letter?.errorKind, "missing_field")
+        XCTAssertEqual(letter?.kind, "missing_field")
         XCTAssertEqual(letter?.source.topic, Topic.notificationsRaw)
         XCTAssertTrue(letter?.headers.contains { $0.name == "storeledger.received-at" } ?? false)
     }

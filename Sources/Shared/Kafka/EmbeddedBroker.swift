@@ -81,7 +81,8 @@ private final class MockCluster: Sendable {
 
     init(brokers: Int) throws(KafkaError) {
         // The mock's bookkeeping handle never connects anywhere; it only needs to exist.
-        host = try RdKafkaClient(RD_KAFKA_PRODUCER, properties: ["client.id": "storeledger-embedded-broker"])
+        host = try RdKafkaClient(RD_KAFKA_PRODUCER, properties: ["client.id": "storeledger-embedded-broker",
+                                                                 "message.max.bytes": String(KafkaLimits.messageMaxBytes)])
         guard let raw = rd_kafka_mock_cluster_new(host.pointer, Int32(brokers)) else {
             throw KafkaError(.other, "rd_kafka_mock_cluster_new failed (see librdkafka log)")
         }

@@ -51,6 +51,20 @@ public struct KafkaConfig: Sendable {
     }
 }
 
+/// Record size limits, consistent end to end (docs/configuration.md, "Record sizes"): ingest
+/// accepts at most `maxValueBytes` of body, which leaves `headerAllowance` for the copied HTTP
+/// headers and, in a dead letter, the provenance headers, under `messageMaxBytes`.
+public enum KafkaLimits {
+    /// `message.max.bytes` of every client (librdkafka checks key + value against it when
+    /// producing); real Kafka's broker default (1,048,588 per batch) is above it.
+    public static let messageMaxBytes = 1_000_000
+    /// Room for headers: libmicrohttpd caps a request's header block (ingest copies it into the raw
+    /// record) well under 32 KiB, and dead-letter provenance adds under 2 KiB.
+    public static let headerAllowance = 64 * 1024
+    /// The largest record value (and so the largest request body ingest accepts).
+    public static let maxValueBytes = messageMaxBytes - headerAllowance
+}
+
 extension KafkaConfig {
     /// Settings every client gets.
     private var common: [String: String] {
@@ -61,6 +75,7 @@ extension KafkaConfig {
             "reconnect.backoff.max.ms": "1000",
             // Bound a TCP connect to an unreachable host (default 30 s).
             "socket.connection.setup.timeout.ms": "5000",
+            "message.max.bytes": String(KafkaLimits.messageMaxBytes),
         ]
     }
 

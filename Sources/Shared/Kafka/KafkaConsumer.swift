@@ -15,6 +15,7 @@ public final class KafkaConsumer: Sendable {
     public let groupId: String
     private let client: RdKafkaClient
     private let state = Mutex(ConsumerState())
+    private let rebalances = RebalanceCounter()
 
     private struct ConsumerState {
         var closed = false
@@ -25,9 +26,12 @@ public final class KafkaConsumer: Sendable {
 
     public init(config: KafkaConfig, groupId: String, topics: [String]) throws(KafkaError) {
         self.groupId = groupId
+        let counter = Unmanaged.passUnretained(rebalances).toOpaque()
         client = try RdKafkaClient(RD_KAFKA_CONSUMER,
                                    properties: config.consumerProperties(groupId: groupId)) { conf in
             rd_kafka_conf_set_rebalance_cb(conf, serveRebalance)
+            // The counter lives as long as this consumer, which outlives the handle's callbacks.
+            rd_kafka_conf_set_opaque(conf, counter)
         }
         // Route everything (rebalances, errors, messages) to rd_kafka_consumer_poll.
         rd_kafka_poll_set_consumer(client.pointer)
@@ -77,11 +81,13 @@ public final class KafkaConsumer: Sendable {
     /// Commits, synchronously and per partition, the offset after the highest record given, and
     /// nothing else. Call it only once the records' effects are durable.
     public func commit(_ records: [KafkaRecord]) throws(KafkaError) {
-        var next: [PartitionKey: Int64] = [:]
-        for record in records {
-            let key = PartitionKey(topic: record.topic, partition: record.partition)
-            next[key] = max(next[key] ?? 0, record.offset + 1)
-        }
+        var next: [PartitionID: Int64] = [:]
+        for record in records { next[record.partitionID] = max(next[record.partitionID] ?? 0, record.offset + 1) }
+        try commit(offsets: next)
+    }
+
+    /// Commits, synchronously, these next offsets (the offset after the last finished record).
+    public func commit(offsets next: [PartitionID: Int64]) throws(KafkaError) {
         guard !next.isEmpty else { return }
         guard let list = rd_kafka_topic_partition_list_new(Int32(next.count)) else {
             throw KafkaError(.other, "commit: cannot allocate partition list")
@@ -122,6 +128,42 @@ public final class KafkaConsumer: Sendable {
         return Int(assignment.pointee.cnt)
     }
 
+    /// The partitions this member holds now.
+    public var assignment: Set<PartitionID> {
+        var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client.pointer, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else { return [] }
+        defer { rd_kafka_topic_partition_list_destroy(assignment) }
+        return Set(elements(of: assignment).map { PartitionID(topic: String(cString: $0.topic), partition: $0.partition) })
+    }
+
+    /// How many rebalance callbacks (assign or revoke) this member has served: a change means the
+    /// partitions may have moved away and back, so work held for them is stale.
+    public var rebalanceGeneration: Int { rebalances.count.load(ordering: .acquiring) }
+
+    /// Stops fetching these partitions (already fetched records of them are discarded by
+    /// librdkafka); `poll` keeps serving the group. Resuming fetches from the position after
+    /// the last record `poll` returned.
+    public func pause(_ partitions: [PartitionID]) throws(KafkaError) {
+        try pauseOrResume(partitions, pause: true)
+    }
+
+    public func resume(_ partitions: [PartitionID]) throws(KafkaError) {
+        try pauseOrResume(partitions, pause: false)
+    }
+
+    private func pauseOrResume(_ partitions: [PartitionID], pause: Bool) throws(KafkaError) {
+        guard !partitions.isEmpty else { return }
+        guard let list = rd_kafka_topic_partition_list_new(Int32(partitions.count)) else {
+            throw KafkaError(.other, "pause: cannot allocate partition list")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for id in partitions { rd_kafka_topic_partition_list_add(list, id.topic, id.partition) }
+        let what = pause ? "pause" : "resume"
+        let error = pause ? rd_kafka_pause_partitions(client.pointer, list) : rd_kafka_resume_partitions(client.pointer, list)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "\(what) partitions of group \(groupId)") }
+        if let failure = firstPartitionError(list, "\(what) partitions of group \(groupId)") { throw failure }
+    }
+
     /// Rewinds every currently assigned partition to its earliest offset. Partitions assigned
     /// later start from the group's committed offsets as usual.
     public func seekToBeginning(timeout: Duration = .seconds(5)) throws(KafkaError) {
@@ -155,11 +197,6 @@ public final class KafkaConsumer: Sendable {
         message.pointee.rkt == nil ? "group \(groupId)"
             : "\(topicName(of: message))[\(message.pointee.partition)]"
     }
-}
-
-private struct PartitionKey: Hashable {
-    let topic: String
-    let partition: Int32
 }
 
 private func elements(of list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> UnsafeMutableBufferPointer<rd_kafka_topic_partition_t> {
@@ -204,6 +241,11 @@ private func copyBytes(_ pointer: UnsafeRawPointer?, _ count: Int) -> [UInt8] {
 
 private let rebalanceLogger = Logger(component: "kafka")
 
+/// Counts rebalance callbacks; reached from the C callback through the handle's opaque pointer.
+private final class RebalanceCounter: Sendable {
+    let count = Atomic<Int>(0)
+}
+
 /// Rebalance callback, run inside `rd_kafka_consumer_poll` (or `rd_kafka_consumer_close`) on
 /// the worker's thread. Handles both protocols so an `extra` override of
 /// `partition.assignment.strategy` keeps working. Nothing is committed on revoke: offsets only
@@ -212,6 +254,7 @@ private func serveRebalance(_ client: OpaquePointer?, _ event: rd_kafka_resp_err
                             _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
                             _ opaque: UnsafeMutableRawPointer?) {
     guard let client else { return }
+    if let opaque { Unmanaged<RebalanceCounter>.fromOpaque(opaque).takeUnretainedValue().count.add(1, ordering: .releasing) }
     let cooperative = rd_kafka_rebalance_protocol(client).map { String(cString: $0) } == "COOPERATIVE"
     let count = partitions.map { Int($0.pointee.cnt) } ?? 0
     var failure: KafkaError?

@@ -29,6 +29,8 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable, Equatable {
 
     public var isTimeout: Bool { kind == .timedOut }
     public var isTransport: Bool { kind == .transport }
+    /// The record is larger than `message.max.bytes` (client or broker side): it will never fit.
+    public var isMessageTooLarge: Bool { code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE.rawValue }
 
     public var description: String { "kafka \(kind.rawValue) error \(name) (\(code)): \(message)" }
 

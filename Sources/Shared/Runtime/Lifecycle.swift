@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A stop flag shared by a process's long-running loops. SIGINT/SIGTERM set it; loops poll it
+/// A stop flag shared by a process's long-running loops. SIGINT/SIGTERM/SIGHUP set it; loops poll it
 /// between batches so a stop is always graceful: finish in-flight work, commit, close.
 public final class StopSignal: Sendable {
     private let stopped = Atomic<Bool>(false)
@@ -38,9 +38,10 @@ public final class StopSignal: Sendable {
         return isStopped
     }
 
-    /// Routes SIGINT and SIGTERM of this process to `stop()`, and stops when a supervising parent dies.
+    /// Routes SIGINT, SIGTERM and SIGHUP (a closed terminal) of this process to `stop()`, and stops
+    /// when a supervising parent dies.
     public func installSignalHandlers(logger: Logger? = nil) {
-        for sig in [SIGINT, SIGTERM] {
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [self] in

@@ -57,6 +57,27 @@ struct Environment {
         return config
     }
 
+    /// The consumer loop's retry policy (docs/configuration.md, "The consumer loop"), validated here.
+    static func loopPolicy(maxBatch: Int = 500) throws -> ConsumerLoopMachine.Policy {
+        var policy = ConsumerLoopMachine.Policy()
+        policy.maxBatch = maxBatch
+        let environment = ProcessInfo.processInfo.environment
+        func number(_ name: String, _ range: ClosedRange<Int64>) throws -> Int64? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let value = Int64(text), range.contains(value) else {
+                throw UsageError("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return value
+        }
+        if let attempts = try number("STORELEDGER_LOOP_MAX_ATTEMPTS", 1...1000) { policy.maxAttempts = Int(attempts) }
+        if let base = try number("STORELEDGER_LOOP_BASE_BACKOFF_MS", 1...60_000) { policy.baseBackoff = .milliseconds(base) }
+        if let cap = try number("STORELEDGER_LOOP_MAX_BACKOFF_MS", 1...600_000) { policy.maxBackoff = .milliseconds(cap) }
+        guard policy.baseBackoff <= policy.maxBackoff else {
+            throw UsageError("STORELEDGER_LOOP_BASE_BACKOFF_MS must not exceed STORELEDGER_LOOP_MAX_BACKOFF_MS")
+        }
+        return policy
+    }
+
     static func databaseURL(_ arguments: Arguments) -> String? {
         value(arguments, option: "database-url", env: "DATABASE_URL")
     }

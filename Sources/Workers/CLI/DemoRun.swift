@@ -186,8 +186,8 @@ private func countTopics(bootstrap: String) throws -> (records: [String: Int], d
         lastRecord = Date()
         for record in batch {
             records[record.topic, default: 0] += 1
-            if record.topic == Topic.deadLetter, let letter = try? JSONDecoder().decode(DeadLetter.self, from: Data(record.value)) {
-                deadLetters["\(letter.stage)/\(letter.errorKind)", default: 0] += 1
+            if record.topic == Topic.deadLetter, let letter = DeadLetterRecord(record) {
+                deadLetters["\(letter.stage)/\(letter.kind)", default: 0] += 1
             }
         }
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Postgres
 import Runtime
+import Simulator
 import Synchronization
 import Workers
 
@@ -78,24 +79,25 @@ struct DevCommand: CLICommand {
         signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
         signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
-        let ready = Mutex<Set<String>>([])
-        let allReady = DispatchSemaphore(value: 0)
+        var admin: [String: String] = [:]
         for stage in DevCommand.stages {
-            pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment)) { line in
-                guard line.hasPrefix("STAGE_READY ") else { return }
-                let count = ready.withLock { set -> Int in set.insert(stage); return set.count }
-                if count == DevCommand.stages.count { allReady.signal() }
-            }
+            let adminPort = try FreePort.loopback()
+            admin[stage] = "http://127.0.0.1:\(adminPort)"
+            pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
+                                                     environment: environment))
         }
-        // READY means a notification posted now flows through at once: every stage holds partitions.
-        if allReady.wait(timeout: .now() + 60) == .timedOut {
-            logger.warning("dev_stages_not_ready", ["ready": .string(ready.withLock { $0.sorted().joined(separator: ",") })])
+        // READY means a notification posted now flows through at once: every stage answers /readyz
+        // (it holds partitions, nothing paused, PostgreSQL and the broker reachable).
+        let notReady = waitUntilReady(admin, timeout: .seconds(60), stop: stop)
+        if !notReady.isEmpty {
+            logger.warning("dev_stages_not_ready", ["not_ready": .string(notReady.joined(separator: ","))])
         }
 
         // Machine-readable lines first (tests and scripts parse them), then a human summary.
         var lines = ["BOOTSTRAP=\(servers)", "DATABASE_URL=\(redacted(databaseURL))", "INGEST=http://127.0.0.1:\(ingestPort)"]
         if let embedded { lines.append("POSTGRES_DIR=\(embedded.directory)") }
         lines += pids.keys.sorted().map { "PID \($0)=\(pids[$0]!)" }
+        lines += admin.keys.sorted().map { "ADMIN \($0)=\(admin[$0]!)" }
         lines += [
             "READY",
             "",
@@ -116,6 +118,17 @@ struct DevCommand: CLICommand {
             return 1
         }
         return 0
+    }
+
+    /// Polls each admin URL's `/readyz` until all answer 200; returns the roles still not ready.
+    private func waitUntilReady(_ admin: [String: String], timeout: Duration, stop: StopSignal) -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        var pending = Set(admin.keys)
+        while !pending.isEmpty, ContinuousClock.now < deadline, !stop.isStopped {
+            for role in pending where (try? SimpleHTTP.get(admin[role]!, "/readyz").status) == 200 { pending.remove(role) }
+            if !pending.isEmpty { _ = stop.wait(timeout: .milliseconds(100)) }
+        }
+        return pending.sorted()
     }
 
     private func selfExecutable() throws -> String {

@@ -11,9 +11,9 @@ let offerCommands: [CLICommand] = [SignerCommand(), OfferCommand()]
 
 struct SignerCommand: CLICommand {
     let name = "signer"
-    let summary = "Run the promotional-offer signing worker: the only process holding the .p8 keys. Consumes storeledger.offers.sign.requests, answers on .replies; opens no listening socket (metrics go to a file)."
-    let usage = "[--bootstrap B] [--keys KEYID=FILE.p8,...] [--default-key-id ID] [--issuer-id ID] [--metrics-file F] [--group G]   (or KAFKA_BOOTSTRAP_SERVERS, STORELEDGER_SIGNING_KEYS, STORELEDGER_SIGNING_DEFAULT_KEY_ID, STORELEDGER_SIGNING_ISSUER_ID, STORELEDGER_SIGNER_METRICS_FILE, STORELEDGER_NONCES_PER_HOUR)"
-    let optionNames: Set<String> = ["bootstrap", "keys", "default-key-id", "issuer-id", "metrics-file", "group"]
+    let summary = "Run the promotional-offer signing worker: the only process holding the .p8 keys. Consumes storeledger.offers.sign.requests, answers on .replies; opens no listening socket (metrics go to a file) unless --admin-port asks for /healthz, /readyz, /metrics."
+    let usage = "[--bootstrap B] [--keys KEYID=FILE.p8,...] [--default-key-id ID] [--issuer-id ID] [--metrics-file F] [--group G] [--admin-port P] [--admin-host H]   (or KAFKA_BOOTSTRAP_SERVERS, STORELEDGER_SIGNING_KEYS, STORELEDGER_SIGNING_DEFAULT_KEY_ID, STORELEDGER_SIGNING_ISSUER_ID, STORELEDGER_SIGNER_METRICS_FILE, STORELEDGER_NONCES_PER_HOUR)"
+    let optionNames: Set<String> = ["bootstrap", "keys", "default-key-id", "issuer-id", "metrics-file", "group", "admin-port", "admin-host"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let spec = Environment.value(arguments, option: "keys", env: "STORELEDGER_SIGNING_KEYS") else {
@@ -30,12 +30,11 @@ struct SignerCommand: CLICommand {
         var config = SignerWorkerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-signer"))
         config.groupId = arguments.value("group") ?? config.groupId
         config.metricsFile = Environment.value(arguments, option: "metrics-file", env: "STORELEDGER_SIGNER_METRICS_FILE")
-        let stop = StopSignal()
-        stop.installSignalHandlers(logger: Logger(component: "signer"))
         print("SIGNER=\(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)
-        try SignerWorker(signer: signer, config: config).run(until: stop)
-        return 0
+        // No admin socket unless --admin-port is given: the signer's default is to listen on nothing.
+        let worker = SignerWorker(signer: signer, config: config)
+        return try runServices(worker, reason: { worker.readinessReason }, arguments, logger: Logger(component: "signer"))
     }
 }
 

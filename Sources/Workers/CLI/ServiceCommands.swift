@@ -1,6 +1,7 @@
 import AppleDecoding
 import Domain
 import Foundation
+import HTTPServer
 import Ingest
 import Kafka
 import Postgres
@@ -78,6 +79,9 @@ struct IngestCommand: CLICommand {
         config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
+            throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
+        }
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
         let service = try IngestService(config: config)
@@ -93,8 +97,8 @@ struct IngestCommand: CLICommand {
 struct WorkerCommand: CLICommand {
     let name = "worker"
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership."
-    let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group"]
+    let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
@@ -114,11 +118,15 @@ struct WorkerCommand: CLICommand {
                                        databaseURL: Environment.databaseURL(arguments),
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
-        config.maxBatch = 500
-        let stop = StopSignal()
-        stop.installSignalHandlers(logger: Logger(component: "worker.\(stageName)"))
-        try StageRunner(logic: logic, config: config).run(until: stop)
-        return 0
+        config.policy = try Environment.loopPolicy(maxBatch: 500)
+        switch ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT"] ?? "" {
+        case "": break
+        case "stop-before-commit": config.stopBeforeFirstCommit = true
+        case let other: throw UsageError("unknown STORELEDGER_FAILPOINT \(other) (known: stop-before-commit)")
+        }
+        let runner = StageRunner(logic: logic, config: config)
+        // Non-zero after a critical failure: the supervisor restarts the worker, which reads the uncommitted records again.
+        return try runServices(runner, reason: { runner.loop.status.reason }, arguments, logger: Logger(component: "worker.\(stageName)"))
     }
 
     private func loadCatalog(_ arguments: Arguments) throws -> Catalog {
@@ -127,4 +135,24 @@ struct WorkerCommand: CLICommand {
         // Validated at start (docs/catalog.md): a bad catalog stops the worker with every problem listed.
         do { return try Catalog.load(json: [UInt8](data), source: path) } catch { throw UsageError(error.description) }
     }
+}
+
+/// Runs `main` in a ServiceGroup, behind an admin server (`/healthz`, `/readyz`, `/metrics`) when
+/// `--admin-port` is given; SIGTERM, SIGINT and SIGHUP stop the group in reverse order.
+func runServices(_ main: any Service, reason: @escaping @Sendable () -> String, _ arguments: Arguments, logger: Logger) throws -> Int32 {
+    var services: [any Service] = []
+    if arguments.value("admin-port") != nil {
+        let port = try arguments.int("admin-port", default: 0)
+        guard (0...65535).contains(port) else { throw UsageError("--admin-port must be 0...65535") }
+        let admin = AdminServer(host: arguments.value("admin-host") ?? "127.0.0.1", port: port) {
+            main.isReady ? [] : ["\(main.name): \(reason())"]
+        }
+        try admin.start()
+        logger.info("admin_listening", ["port": .of(admin.port)])
+        services.append(admin)
+    }
+    services.append(main)
+    let stop = StopSignal()
+    stop.installSignalHandlers(logger: logger)
+    return ServiceGroup(services, logger: logger).run(until: stop)
 }

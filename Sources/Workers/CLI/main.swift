@@ -4,7 +4,8 @@ import Runtime
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
-] + decodeCommands + offerCommands + simulatorCommands + [RecoverCommand()]
+    DeadLetterCommand(), RecoverCommand(),
+] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {
     var text = "usage: storeledger <command> [options]   (storeledger <command> --help for details)\n\ncommands:\n"

@@ -14,8 +14,6 @@ public struct SignerWorkerConfig: Sendable {
     /// node_exporter's textfile collector or a sidecar), rewritten atomically.
     public var metricsFile: String?
     public var metricsInterval: Duration = .seconds(5)
-    /// How often consumed requests are committed.
-    public var commitInterval: Duration = .seconds(1)
 
     public init(kafka: KafkaConfig) {
         self.kafka = kafka
@@ -45,9 +43,12 @@ public struct SignerWorkerConfig: Sendable {
 /// only be reached through the request topic, and only to sign.
 ///
 /// Requests past their deadline are dropped (the requester has already answered 504) and counted.
-/// Offsets are committed every second, after the replies so far are acknowledged; a request
-/// redelivered after a crash is signed again with a new nonce or, usually, dropped as expired.
-public final class SignerWorker: Sendable {
+/// Runs on the one consumer loop: offsets are committed per batch after its replies are
+/// acknowledged; a request redelivered after a crash is signed again with a new nonce or, usually,
+/// dropped as expired.
+public final class SignerWorker: Service {
+    public let name = "signer"
+    private let status = ConsumerLoopStatus()
     private let signer: OfferSigner
     private let config: SignerWorkerConfig
     private let clock: @Sendable () -> Int64
@@ -59,53 +60,34 @@ public final class SignerWorker: Sendable {
         self.clock = clock
     }
 
-    public func run(until stop: StopSignal) throws {
-        let consumer = try KafkaConsumer(config: config.consumerKafka, groupId: config.groupId, topics: [Topic.signRequests])
-        let producer = try KafkaProducer(config: config.producerKafka)
-        defer {
-            consumer.close()
-            producer.close()
-            writeMetrics()
-        }
+    public var isReady: Bool { status.isReady }
+    public var readinessReason: String { status.reason }
+
+    /// Runs on the one consumer loop until `stop`; returns the exit code (non-zero after a critical failure).
+    @discardableResult
+    public func run(until stop: StopSignal) throws -> Int32 {
+        var loopConfig = ConsumerLoop.Config(name: "signer", groupId: config.groupId, topics: [Topic.signRequests],
+                                             deadLetterTopic: Topic.deadLetter, kafka: config.consumerKafka)
+        loopConfig.producerKafka = config.producerKafka
+        loopConfig.outputTopics = [Topic.signReplies]
+        loopConfig.policy.maxBatch = config.maxBatch
+        loopConfig.policy.pollTimeout = config.pollTimeout
+        // A request is worth nothing after its deadline (seconds): do not wait long to retry one.
+        loopConfig.policy.maxBackoff = .seconds(1)
+        loopConfig.produceTimeout = .seconds(5)
+        let loop = ConsumerLoop(config: loopConfig, status: status)
+        defer { writeMetrics() }
         logger.info("signer_started", ["keys": .string(signer.keys.keys.keys.sorted().joined(separator: ",")),
                                        "default_key": .string(signer.keys.defaultKeyId)])
         var lastMetrics = ContinuousClock.now
-        let uncommitted = PendingCommits()
-        // Commits run on their own thread: a synchronous commit must not stall the replies.
-        let committerDone = DispatchSemaphore(value: 0)
-        let committer = Thread { [self] in
-            while !stop.wait(timeout: config.commitInterval) { commit(uncommitted, consumer, producer) }
-            committerDone.signal()
-        }
-        committer.name = "signer-commit"
-        committer.start()
-        while !stop.isStopped {
-            let records: [KafkaRecord]
-            switch Result(catching: { () throws(KafkaError) in
-                try consumer.poll(maxRecords: config.maxBatch, timeout: config.pollTimeout)
-            }) {
-            case .success(let polled):
-                records = polled
-            case .failure(let error):
-                // librdkafka reconnects by itself; anything else is a reason to stop.
-                guard error.kind == .transport || error.kind == .timedOut else { throw error }
-                logger.warning("poll_failed", ["error": .string(error.description)])
-                continue
-            }
-            if !records.isEmpty {
-                // Replies go out without waiting for their acknowledgements: the next batch is
-                // read meanwhile, which is what keeps latency flat under load.
-                publish(answer(records), producer)
-                uncommitted.records.withLock { $0 += records }
-            }
+        let code = try loop.run(SignerWork(worker: self), until: stop) {
             if ContinuousClock.now - lastMetrics >= config.metricsInterval {
                 writeMetrics()
                 lastMetrics = ContinuousClock.now
             }
         }
-        committerDone.wait()
-        commit(uncommitted, consumer, producer)
         logger.info("signer_stopped")
+        return code
     }
 
     /// Decodes and answers a batch; signing runs on all cores for large batches.
@@ -144,35 +126,12 @@ public final class SignerWorker: Sendable {
         return reply
     }
 
-    /// Sends the replies; failures are counted and logged (the requester then times out).
-    private func publish(_ replies: [SignReply], _ producer: KafkaProducer) {
+    /// The reply records for a batch (the loop publishes them and waits for the acknowledgements).
+    func replies(_ records: [KafkaRecord]) -> [OutgoingRecord] {
         let encoder = JSONEncoder()
-        let logger = self.logger
-        for reply in replies {
-            guard let value = try? encoder.encode(reply) else { continue }
-            producer.send(topic: Topic.signReplies, key: Array(reply.correlationId.utf8), value: [UInt8](value)) { result in
-                if case .failure(let error) = result {
-                    Metrics.shared.increment("storeledger_signer_replies_failed_total")
-                    logger.warning("reply_unconfirmed", ["error": .string(error.description)])
-                }
-            }
-        }
-    }
-
-    /// Commits the requests answered so far, once their replies are acknowledged (or failed).
-    /// Periodic rather than per batch: a request is worth nothing after its deadline, so what a
-    /// crash replays is dropped as expired or signed again with a new nonce.
-    private func commit(_ pending: PendingCommits, _ consumer: KafkaConsumer, _ producer: KafkaProducer) {
-        let records = pending.records.withLock { records in
-            defer { records.removeAll() }
-            return records
-        }
-        guard !records.isEmpty else { return }
-        do {
-            try producer.flush(timeout: .seconds(5))
-            try consumer.commit(records)
-        } catch {
-            logger.warning("commit_failed", ["error": .string(error.description)])
+        return answer(records).compactMap { reply in
+            guard let value = try? encoder.encode(reply) else { return nil }
+            return OutgoingRecord(topic: Topic.signReplies, key: Array(reply.correlationId.utf8), value: [UInt8](value))
         }
     }
 
@@ -198,7 +157,19 @@ public final class SignerWorker: Sendable {
     }
 }
 
-/// Requests answered but not yet committed, shared by the poll loop and the commit thread.
-private final class PendingCommits: Sendable {
-    let records = Mutex<[KafkaRecord]>([])
+/// The signer's unit of work on the loop: answer a batch. Invalid and expired requests get no
+/// reply (counted); nothing is stored, so there is no transaction.
+private final class SignerWork: ConsumerLoopWork {
+    let worker: SignerWorker
+    init(worker: SignerWorker) { self.worker = worker }
+
+    func process(_ records: [KafkaRecord]) throws -> [OutgoingRecord] { worker.replies(records) }
+
+    func classify(_ error: any Error) -> ConsumerLoopMachine.Failure {
+        guard let kafka = error as? KafkaError else { return .retryable(String(describing: error)) }
+        switch kafka.kind {
+        case .fatal, .closed, .configuration: return .critical(kafka.description)
+        default: return .infrastructure(kafka.description)
+        }
+    }
 }

@@ -8,7 +8,7 @@ import Runtime
 /// Decode: raw notification/receipt bytes → verified, normalized `AppleEvent`s keyed by subscription.
 /// Permanent failures (bad signature, wrong app, undecodable bytes) are dead-lettered with the
 /// original bytes and the exact reason; retryable ones (verifyReceipt 21005, Apple unreachable)
-/// fail the batch, so the runner retries it with backoff and nothing is dropped or dead-lettered.
+/// fail the batch: the consumer loop isolates the record and retries it with backoff (then `retry_exhausted`).
 /// Every record counts once in `storeledger_decode_total{source, outcome}`.
 public struct DecodeStage: StageLogic {
     public let name = "decode"
@@ -54,7 +54,7 @@ public struct DecodeStage: StageLogic {
     }
 }
 
-/// A record that may decode later (Apple's verifyReceipt is down): the batch is retried as a whole.
+/// A record that may decode later (Apple's verifyReceipt is down): retried by the consumer loop.
 public struct DecodeRetry: Error, CustomStringConvertible {
     public let position: RecordPosition
     public let reason: String

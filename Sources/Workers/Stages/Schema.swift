@@ -125,5 +125,19 @@ public enum Schema {
                            ADD COLUMN cut_kind text,
                            ADD COLUMN balance_after integer;
         """),
+        Migration(version: 3, name: "partition owner fences", sql: """
+        -- Fencing (issue 9): a member that takes a partition bumps its generation here before its
+        -- first batch; every batch checks, in its transaction, that the generation is still the one
+        -- it claimed, so a zombie (evicted after a long pause) cannot commit effects for it.
+        CREATE TABLE partition_owners (
+            group_id   text NOT NULL,
+            topic      text NOT NULL,
+            partition  integer NOT NULL,
+            generation bigint NOT NULL,
+            owner      text NOT NULL,
+            claimed_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (group_id, topic, partition)
+        );
+        """),
     ]
 }

@@ -44,126 +44,183 @@ public struct StageRunnerConfig: Sendable {
     public var kafka: KafkaConfig
     public var databaseURL: String?
     public var groupId: String
-    public var maxBatch: Int = 500
-    public var pollTimeout: Duration = .milliseconds(200)
-    public var produceTimeout: Duration = .seconds(30)
-    public var maxBackoff: Duration = .seconds(10)
+    /// Batch size, poll timeout, retry attempts and backoff of the consumer loop.
+    public var policy = ConsumerLoopMachine.Policy()
+    /// Test-only: stop this process (SIGSTOP) once, before the COMMIT of the first batch, so a test
+    /// can make a zombie that holds an open transaction (STORELEDGER_FAILPOINT=stop-before-commit).
+    public var stopBeforeFirstCommit = false
+    /// Bounded so a stop (SIGTERM) finishes within the supervisor's 10 s grace even with the broker away.
+    public var produceTimeout: Duration = .seconds(8)
 
     public init(kafka: KafkaConfig, databaseURL: String?, groupId: String) {
         self.kafka = kafka
         self.databaseURL = databaseURL
         self.groupId = groupId
     }
+
+    public var maxBatch: Int {
+        get { policy.maxBatch }
+        set { policy.maxBatch = newValue }
+    }
 }
 
-/// Runs a stage as a consumer-group member: poll → process (one PostgreSQL transaction per batch)
-/// → produce outputs and dead letters, wait for the broker's acks → commit PostgreSQL → commit
+/// Runs a stage as a consumer-group member on the one consumer loop (`ConsumerLoop`): per batch
+/// BEGIN → process → publish outputs and dead letters, wait for the broker's acks → COMMIT → commit
 /// offsets. A crash anywhere before the offset commit redelivers the batch, which every stage
-/// handles idempotently (ARCHITECTURE.md principles).
-public final class StageRunner {
+/// handles idempotently (ARCHITECTURE.md principles). It is the stage's `Service`: ready while the
+/// loop holds partitions and nothing is paused.
+// @unchecked: `run` is entered once, on the service thread, and is the only user of `logic`;
+// other threads only read `loop.status`, which is behind a Mutex.
+public final class StageRunner: Service, @unchecked Sendable {
     private let logic: any StageLogic
     private let config: StageRunnerConfig
-    private let logger: Logger
-    private let metrics = Metrics.shared
+    public let loop: ConsumerLoop
 
     public init(logic: any StageLogic, config: StageRunnerConfig) {
         self.logic = logic
         self.config = config
+        var loopConfig = ConsumerLoop.Config(name: logic.name, groupId: config.groupId, topics: logic.inputTopics,
+                                             deadLetterTopic: Topic.deadLetter, kafka: config.kafka)
+        loopConfig.outputTopics = [Topic.decoded, Topic.unique, Topic.commands]
+        loopConfig.policy = config.policy
+        loopConfig.produceTimeout = config.produceTimeout
+        loop = ConsumerLoop(config: loopConfig)
+    }
+
+    public var name: String { logic.name }
+    public var isReady: Bool { loop.status.isReady }
+
+    /// Returns the exit code: 0 after `stop`, non-zero after a critical failure.
+    @discardableResult
+    public func run(until stop: StopSignal) throws -> Int32 {
+        try loop.run(StageWork(logic: logic, config: config), until: stop)
+    }
+}
+
+/// One stage's unit of work on the loop: a PostgreSQL transaction (for stages with state) around
+/// `process` and the publishing of its outputs.
+final class StageWork: ConsumerLoopWork {
+    let logic: any StageLogic
+    let databaseURL: String?
+    private var database: PGConnection?
+    private var fence: PartitionFence
+    private var batchPartitions: Set<PartitionID> = []
+    private var stopBeforeCommit: Bool
+    private let metrics = Metrics.shared
+    private let logger: Logger
+
+    init(logic: any StageLogic, config: StageRunnerConfig) {
+        self.logic = logic
+        self.databaseURL = config.databaseURL
+        self.fence = PartitionFence(groupId: config.groupId)
+        self.stopBeforeCommit = config.stopBeforeFirstCommit
         self.logger = Logger(component: "stage.\(logic.name)")
     }
 
-    public func run(until stop: StopSignal) throws {
-        let consumer = try KafkaConsumer(config: config.kafka, groupId: config.groupId, topics: logic.inputTopics)
-        let producer = try KafkaProducer(config: config.kafka)
-        defer {
-            consumer.close()
-            producer.close()
-        }
-        var database: PGConnection?
-        // Every topic a stage may write: connecting and fetching metadata now keeps it off the first record.
-        producer.warmUp(topics: [Topic.decoded, Topic.unique, Topic.commands, Topic.deadLetter], timeout: .seconds(5))
-        logger.info("stage_started", ["group": .string(config.groupId), "topics": .string(logic.inputTopics.joined(separator: ","))])
-        var announcedReady = false
-        var assignedSince: ContinuousClock.Instant?
-        while !stop.isStopped {
-            let records = try consumer.poll(maxRecords: config.maxBatch, timeout: config.pollTimeout)
-            // After the join the consumer still looks up committed offsets before fetching; librdkafka
-            // does not expose when that finished, so allow it half a second.
-            if assignedSince == nil, consumer.assignedPartitionCount > 0 { assignedSince = .now }
-            if !announcedReady, let since = assignedSince, ContinuousClock.now - since > .milliseconds(500) {
-                // Supervisors (storeledger dev, tests) wait for this line before declaring the set ready.
-                announcedReady = true
-                print("STAGE_READY \(logic.name)")
-                fflush(nil)
-                logger.info("stage_ready", ["partitions": .of(consumer.assignedPartitionCount)])
-            }
-            guard !records.isEmpty else { continue }
-            var attempt = 0
-            while true {
-                do {
-                    if logic.usesDatabase, database == nil {
-                        guard let url = config.databaseURL else { throw StageError.configuration("stage \(logic.name) needs DATABASE_URL") }
-                        database = try PGConnection(url: url)
-                    }
-                    try handle(records, database: database, producer: producer)
-                    try consumer.commit(records)
-                    break
-                } catch {
-                    attempt += 1
-                    metrics.increment("storeledger_stage_retries_total", ["stage": logic.name])
-                    logger.warning("batch_retry", ["attempt": .of(attempt), "error": .string(String(describing: error))])
-                    if let pgError = error as? PGError, pgError.kind == .connection { database = nil }
-                    let backoff = min(config.maxBackoff.milliseconds, Int64(100) << min(attempt, 10))
-                    if stop.wait(timeout: .milliseconds(backoff)) { return }
-                }
-            }
-        }
-        logger.info("stage_stopped")
-    }
+    func assigned(_ partitions: Set<PartitionID>) { fence.assigned(partitions) }
 
-    private func handle(_ records: [KafkaRecord], database: PGConnection?, producer: KafkaProducer) throws {
-        func processAndPublish(_ connection: PGConnection?) throws -> StageBatchResult {
-            let result = try logic.process(records, database: connection)
-            var all = result.outputs
-            for letter in result.deadLetters {
-                all.append(OutputRecord(topic: Topic.deadLetter, key: letter.source.description,
-                                        value: try JSONEncoder.pipeline.encode(letter).bytes))
-            }
-            try publish(all, producer: producer)
-            return result
+    func process(_ records: [KafkaRecord]) throws -> [OutgoingRecord] {
+        var connection: PGConnection?
+        if logic.usesDatabase {
+            let db = try connect()
+            try fence.claimIfNeeded(db)
+            try db.executeScript("BEGIN")
+            connection = db
+            batchPartitions = Set(records.map(\.partitionID))
         }
-        let result: StageBatchResult
-        if let database {
-            result = try database.transaction { try processAndPublish($0) }
-        } else {
-            result = try processAndPublish(nil)
+        let result = try logic.process(records, database: connection)
+        var all = result.outputs.map { OutgoingRecord(topic: $0.topic, key: Array($0.key.utf8), value: $0.value, headers: $0.headers) }
+        for letter in result.deadLetters {
+            all.append(letter.record.outgoing(topic: Topic.deadLetter))
+            metrics.increment("storeledger_dead_letters_total", ["stage": logic.name, "kind": letter.errorKind])
+            logger.warning("dead_letter", ["kind": .string(letter.errorKind), "error": .string(letter.error),
+                                           "source": .string(letter.source.description)])
         }
         metrics.increment("storeledger_stage_records_total", ["stage": logic.name, "outcome": "in"], by: Double(records.count))
         metrics.increment("storeledger_stage_records_total", ["stage": logic.name, "outcome": "out"], by: Double(result.outputs.count))
         metrics.increment("storeledger_stage_records_total", ["stage": logic.name, "outcome": "dead_letter"], by: Double(result.deadLetters.count))
-        for letter in result.deadLetters {
-            logger.warning("dead_letter", ["kind": .string(letter.errorKind), "error": .string(letter.error),
-                                           "source": .string(letter.source.description)])
+        return all
+    }
+
+    func commit() throws {
+        guard let database, database.inTransaction else { return }
+        if stopBeforeCommit {
+            stopBeforeCommit = false
+            logger.warning("failpoint_stop_before_commit")
+            kill(getpid(), SIGSTOP)
+        }
+        try fence.check(batchPartitions, database)
+        try database.executeScript("COMMIT")
+    }
+
+    func rollback() {
+        guard let database else { return }
+        if database.isBroken {
+            self.database = nil
+        } else if database.inTransaction {
+            try? database.executeScript("ROLLBACK")
         }
     }
 
-    /// Sends everything and waits until the broker acknowledged all of it (or fails the batch).
-    private func publish(_ outputs: [OutputRecord], producer: KafkaProducer) throws {
-        guard !outputs.isEmpty else { return }
-        let pending = DispatchGroup()
-        let firstError = Mutex<(any Error)?>(nil)
-        for output in outputs {
-            pending.enter()
-            producer.send(topic: output.topic, key: Array(output.key.utf8), value: output.value,
-                          headers: output.headers) { result in
-                if case .failure(let error) = result { firstError.withLock { $0 = $0 ?? error } }
-                pending.leave()
+    func classify(_ error: any Error) -> ConsumerLoopMachine.Failure {
+        StageFailure.classify(error)
+    }
+
+    private func connect() throws -> PGConnection {
+        if let database, !database.isBroken { return database }
+        guard let url = databaseURL else { throw StageError.configuration("stage \(logic.name) needs DATABASE_URL") }
+        database = nil
+        let connection = try PGConnection(url: url)
+        database = connection
+        return connection
+    }
+}
+
+/// Which failure class an error thrown inside a stage belongs to (STYLE practice 3).
+public enum StageFailure {
+    public static func classify(_ error: any Error) -> ConsumerLoopMachine.Failure {
+        switch error {
+        case let failure as PermanentFailure:
+            return .permanent(kind: failure.kind, reason: failure.reason)
+        case let fenced as PartitionFence.Fenced:
+            return .fenced(fenced.description)
+        case let retry as DecodeRetry:
+            return .retryable(retry.reason)
+        case let stage as StageError:
+            switch stage {
+            case .configuration(let message): return .critical(message)
+            case .produceTimeout: return .infrastructure(stage.description)
             }
+        case let pg as PGError:
+            return classify(pg)
+        case let kafka as KafkaError:
+            if kafka.isMessageTooLarge { return .permanent(kind: "output_too_large", reason: kafka.description) }
+            switch kafka.kind {
+            case .timedOut, .transport, .queueFull: return .infrastructure(kafka.description)
+            case .fatal, .closed, .configuration: return .critical(kafka.description)
+            case .other: return .retryable(kafka.description)
+            }
+        default:
+            return .retryable(String(describing: error))
         }
-        if pending.wait(timeout: .now() + .nanoseconds(Int(config.produceTimeout.nanoseconds))) == .timedOut {
-            throw StageError.produceTimeout
+    }
+
+    /// PostgreSQL: a lost connection is an outage; a value the server rejects (class 22 data
+    /// exception, 23 integrity violation) or cannot be sent will never succeed for that record;
+    /// conflicts (40xxx) and everything else may pass on a retry.
+    static func classify(_ error: PGError) -> ConsumerLoopMachine.Failure {
+        switch error.kind {
+        case .connection: return .infrastructure(error.description)
+        case .invalidParameter, .decoding: return .permanent(kind: "database_rejected", reason: error.description)
+        case .server:
+            let state = error.sqlState ?? ""
+            if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
+            if state.hasPrefix("08") || state.hasPrefix("57P") { return .infrastructure(error.description) }
+            // A missing table or column is a deployment error (migrations not applied): never dead-letter for it.
+            if state == "42P01" || state == "42703" { return .critical(error.description) }
+            return .retryable(error.description)
+        case .usage, .migration, .embeddedServer: return .retryable(error.description)
         }
-        if let error = firstError.withLock({ $0 }) { throw error }
     }
 }
 
@@ -186,6 +243,16 @@ extension DeadLetter {
                   source: RecordPosition(topic: record.topic, partition: record.partition, offset: record.offset),
                   key: record.key, headers: record.headers.map { Header(name: $0.name, value: $0.value) },
                   original: record.value, attempts: attempts, failedAtMs: currentTimeMs())
+    }
+}
+
+extension DeadLetter {
+    /// The wire form: original key, bytes and headers plus provenance headers.
+    public var record: DeadLetterRecord {
+        DeadLetterRecord(stage: stage, kind: errorKind, message: error,
+                         source: PartitionID(topic: source.topic, partition: source.partition), sourceOffset: source.offset,
+                         attempts: attempts, firstFailureMs: failedAtMs, lastFailureMs: failedAtMs, key: key,
+                         value: original, headers: headers.map { KafkaHeader(name: $0.name, value: $0.value) })
     }
 }
 

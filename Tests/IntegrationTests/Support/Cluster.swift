@@ -14,6 +14,8 @@ final class Cluster: @unchecked Sendable {
     private(set) var bootstrap = ""
     private(set) var ingestURL = ""
     private(set) var databaseURL = ""
+    /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`).
+    private(set) var adminURLs: [String: String] = [:]
     private var postgres: EmbeddedPostgres?
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
@@ -63,14 +65,21 @@ final class Cluster: @unchecked Sendable {
         environment.merge(extraEnvironment) { $1 }
         try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
                                    environment: environment, onExit: .ignore))
-        let readyStages = Mutex<Set<String>>([])
         for stage in Cluster.stages {
-            try supervisor.start(.init(role: stage, arguments: ["worker", stage], environment: environment, onExit: .ignore)) { line in
-                if line.hasPrefix("STAGE_READY ") { readyStages.withLock { _ = $0.insert(stage) } }
-            }
+            let adminPort = try FreePort.loopback()
+            adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
+            try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
+                                       environment: environment, onExit: .ignore))
         }
-        try waitUntil("every stage joined its consumer group", timeout: 60) { readyStages.withLock { $0.count } == Cluster.stages.count }
+        try waitUntilReady(timeout: 60)
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
+    }
+
+    /// Waits until every stage's `/readyz` answers 200 (partitions held, nothing paused, no outage).
+    func waitUntilReady(timeout: TimeInterval) throws {
+        try waitUntil("every stage answers /readyz with 200", timeout: timeout) {
+            Cluster.stages.allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
+        }
     }
 
     func stop() {

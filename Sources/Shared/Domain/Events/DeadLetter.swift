@@ -1,7 +1,8 @@
 /// What a stage could not handle, with everything needed to understand and replay it: the
 /// original key, bytes and headers, where it came from, which stage failed and why
-/// (after karafka's dead-letter records, STYLE.md).
-public struct DeadLetter: Codable, Sendable, Equatable {
+/// (after karafka's dead-letter records, STYLE.md). On the wire it is the original record with
+/// provenance headers (the Kafka module's `DeadLetterRecord`), never a JSON document.
+public struct DeadLetter: Sendable, Equatable {
     public var stage: String
     /// Machine-readable failure kind, e.g. "invalid_json", "VERIFICATION_FAILURE", "unsupported_type".
     public var errorKind: String
@@ -14,7 +15,7 @@ public struct DeadLetter: Codable, Sendable, Equatable {
     public var attempts: Int
     public var failedAtMs: Int64
 
-    public struct Header: Codable, Sendable, Equatable {
+    public struct Header: Sendable, Equatable {
         public var name: String
         public var value: [UInt8]
         public init(name: String, value: [UInt8]) { self.name = name; self.value = value }

@@ -1,0 +1,454 @@
+import Runtime
+
+/// The one consumer loop of every stage and the signer, as a pure state machine (STYLE practice 13,
+/// after swift-kafka-client's `KafkaConsumer.StateMachine`): the driver reports what happened, the
+/// machine answers with the next action. No I/O, no clock, no randomness of its own, so every path
+/// (retry, pause, split, dead letter, outage, rebalance, stop) is a transcript test.
+///
+/// Order: records of one partition are processed strictly in offset order; a partition whose head
+/// record is retrying is paused (in Kafka and here) while the other partitions keep flowing and the
+/// consumer keeps polling, so `max.poll.interval.ms` is never exceeded.
+public struct ConsumerLoopMachine: Sendable {
+    public struct Policy: Sendable, Equatable {
+        /// Largest batch handed to `process` (and largest poll).
+        public var maxBatch = 500
+        /// Longest single poll; also the longest the loop goes without polling while it works.
+        public var pollTimeout: Duration = .milliseconds(200)
+        /// Attempts of one record that keeps failing retryably before it is dead-lettered as `retry_exhausted`.
+        public var maxAttempts = 8
+        /// Backoff before attempt n+1 is `min(maxBackoff, baseBackoff * 2^(n-1))`, then jittered.
+        public var baseBackoff: Duration = .milliseconds(100)
+        public var maxBackoff: Duration = .seconds(10)
+        public init() {}
+    }
+
+    /// What the driver must do next.
+    public enum Action: Sendable, Equatable {
+        case poll(maxRecords: Int, timeout: Duration)
+        case pause([PartitionID])
+        case resume([PartitionID])
+        /// Open the unit of work (a PostgreSQL transaction for stages with state) and run `process`.
+        case process([KafkaRecord])
+        /// Send what `process` returned and wait for the broker's acknowledgements.
+        case publish
+        /// Commit the unit of work (PostgreSQL); effects are durable afterwards.
+        case commitTransaction
+        /// Undo the unit of work; then report `.done`.
+        case rollbackTransaction
+        case deadLetter(DeadLetterOrder)
+        /// Commit these next offsets (the offset after the last finished record of each partition).
+        case commitOffsets([PartitionID: Int64])
+        /// Leave the loop: exit code 0 after a requested stop, non-zero after a critical failure.
+        /// Nothing unfinished is committed.
+        case stop(exitCode: Int32, reason: String)
+    }
+
+    /// What happened since the last action.
+    public enum Event: Sendable, Equatable {
+        /// The loop starts.
+        case started
+        /// A poll returned (possibly nothing). `assignment` is the member's partitions now and
+        /// `generation` counts rebalances, so the machine drops work for partitions it may have lost.
+        case polled([KafkaRecord], assignment: Set<PartitionID>, generation: Int)
+        /// `process` returned; whether it produced records to publish.
+        case processed(outputs: Int)
+        /// The last action (pause, resume, publish, commit, rollback, dead letter) succeeded.
+        case done
+        case failed(Failure)
+    }
+
+    public enum Phase: Sendable, Equatable {
+        case idle
+        case polling
+        case pausing
+        case processing
+        case publishing
+        case committingTransaction
+        case rollingBack(Failure)
+        case committingOffsets
+        case deadLettering(DeadLetterOrder)
+        case stopped
+    }
+
+    public private(set) var phase: Phase = .idle
+    public let policy: Policy
+    private let jitter: @Sendable (Int64) -> Int64
+
+    private var queue = PartitionQueues()
+    private var retries: [PartitionID: RetryState] = [:]
+    private var outage: Outage?
+    private var brokerUnreachable = false
+    /// What Kafka has been told to pause.
+    public private(set) var paused: Set<PartitionID> = []
+    private var assignment: Set<PartitionID> = []
+    /// Partitions paused before a rebalance that we hold again: resumed once, whatever librdkafka kept.
+    private var staleResume: Set<PartitionID> = []
+    private var generation = 0
+    private var polledSinceAssignment = false
+    private var batchLimit: Int
+    private var batch: [KafkaRecord] = []
+    private var lastPollMs: Int64?
+    private var stopRequested = false
+
+    /// - Parameter jitter: maps a capped backoff (ms) to the delay actually waited; inject a fixed
+    ///   function in tests. The default picks uniformly in [backoff/2, backoff].
+    public init(policy: Policy = Policy(), jitter: @escaping @Sendable (Int64) -> Int64 = ConsumerLoopMachine.halfJitter) {
+        self.policy = policy
+        self.jitter = jitter
+        self.batchLimit = policy.maxBatch
+    }
+
+    public static let halfJitter: @Sendable (Int64) -> Int64 = { backoff in
+        backoff <= 1 ? backoff : Int64.random(in: backoff / 2...backoff)
+    }
+
+    // MARK: Observed state
+
+    /// Ready = holds partitions and can do its job: no outage, broker reachable, nothing paused.
+    public var isReady: Bool {
+        !assignment.isEmpty && polledSinceAssignment && outage == nil && !brokerUnreachable && paused.isEmpty
+    }
+    public var isOutage: Bool { outage != nil }
+    /// Records polled and not yet finished.
+    public var queuedCount: Int { queue.count }
+
+    /// Asks the loop to stop after the unit of work in progress (if any) is finished and committed.
+    public mutating func requestStop() { stopRequested = true }
+
+    // MARK: Transitions
+
+    /// Feeds what happened at wall-clock time `nowMs`, returns what to do next.
+    public mutating func next(_ event: Event, nowMs: Int64) -> Action {
+        switch (phase, event) {
+        case (.stopped, _):
+            return .stop(exitCode: 0, reason: "stopped")
+        case (_, .started):
+            return chooseNext(nowMs)
+        case (.polling, .polled(let records, let newAssignment, let newGeneration)):
+            lastPollMs = nowMs
+            brokerUnreachable = false
+            adopt(assignment: newAssignment, generation: newGeneration)
+            // Records of partitions we no longer hold (or paused meanwhile) are simply not kept:
+            // whoever owns them reads them again from the committed offset.
+            queue.append(records.filter { assignment.contains($0.partitionID) })
+            return chooseNext(nowMs)
+        case (.polling, .failed(let failure)):
+            lastPollMs = nowMs
+            if case .critical(let reason) = failure { return stop(1, reason) }
+            // librdkafka reconnects by itself: note it (not ready) and poll again.
+            brokerUnreachable = true
+            return chooseNext(nowMs)
+        case (.pausing, .done), (.pausing, .failed):
+            return chooseNext(nowMs)
+        case (.processing, .processed(let outputs)):
+            if outputs > 0 {
+                phase = .publishing
+                return .publish
+            }
+            phase = .committingTransaction
+            return .commitTransaction
+        case (.publishing, .done):
+            phase = .committingTransaction
+            return .commitTransaction
+        case (.committingTransaction, .done):
+            return finish(batch, nowMs)
+        case (.processing, .failed(let failure)), (.publishing, .failed(let failure)),
+             (.committingTransaction, .failed(let failure)):
+            phase = .rollingBack(failure)
+            return .rollbackTransaction
+        case (.rollingBack(let failure), .done), (.rollingBack(let failure), .failed):
+            return handle(failure, of: batch, nowMs)
+        case (.deadLettering(let order), .done):
+            return finish([order.record], nowMs)
+        case (.deadLettering, .failed(let failure)):
+            // The dead letter did not reach the broker: nothing moves; treat like any outage.
+            if case .critical(let reason) = failure { return stop(1, reason) }
+            beginOutage(failure.reason, nowMs)
+            return chooseNext(nowMs)
+        case (.committingOffsets, .done), (.committingOffsets, .failed):
+            // Effects are durable already; a failed offset commit (rebalance, broker away) only
+            // means redelivery, which every stage absorbs idempotently.
+            return chooseNext(nowMs)
+        default:
+            return stop(1, "consumer loop: unexpected \(event) in phase \(phase)")
+        }
+    }
+
+    // MARK: Choosing the next action
+
+    private mutating func chooseNext(_ nowMs: Int64) -> Action {
+        if stopRequested { return stop(0, "stop requested") }
+        if let change = pauseChange() { return change }
+        // Poll at least every `pollTimeout` even while there is work: rebalances, heartbeats and
+        // max.poll.interval.ms are served inside poll.
+        let pollDue = lastPollMs.map { nowMs - $0 >= policy.pollTimeout.milliseconds } ?? true
+        let work = nextBatch(nowMs)
+        if !pollDue, let work {
+            batch = work
+            phase = .processing
+            return .process(work)
+        }
+        // With nothing to do, the poll is also the wait for the next retry ("retry after a delay").
+        phase = .polling
+        let wait = work != nil ? 0 : min(policy.pollTimeout.milliseconds, untilNextRetry(nowMs))
+        return .poll(maxRecords: policy.maxBatch, timeout: .milliseconds(wait))
+    }
+
+    /// Kafka's pause state follows ours: retrying partitions, or everything during an outage.
+    private mutating func pauseChange() -> Action? {
+        if !staleResume.isEmpty {
+            defer { staleResume = [] }
+            phase = .pausing
+            return .resume(staleResume.sorted())
+        }
+        let wanted = outage != nil ? assignment : Set(retries.keys).intersection(assignment)
+        let toPause = wanted.subtracting(paused)
+        if !toPause.isEmpty {
+            paused.formUnion(toPause)
+            phase = .pausing
+            return .pause(toPause.sorted())
+        }
+        let toResume = paused.subtracting(wanted)
+        if !toResume.isEmpty {
+            paused.subtract(toResume)
+            phase = .pausing
+            return .resume(toResume.sorted())
+        }
+        return nil
+    }
+
+    /// A due retry goes alone (its failure must not take others down); otherwise the oldest
+    /// records of every partition not waiting, up to the batch limit.
+    private func nextBatch(_ nowMs: Int64) -> [KafkaRecord]? {
+        if let outage, nowMs < outage.retryAtMs { return nil }
+        if let due = retries.filter({ $0.value.retryAtMs <= nowMs }).min(by: { $0.value.retryAtMs < $1.value.retryAtMs }),
+           let head = queue.head(of: due.key) {
+            return [head]
+        }
+        let records = queue.take(batchLimit, excluding: Set(retries.keys))
+        return records.isEmpty ? nil : records
+    }
+
+    private func untilNextRetry(_ nowMs: Int64) -> Int64 {
+        var times = retries.values.map(\.retryAtMs)
+        if let outage { times.append(outage.retryAtMs) }
+        guard let earliest = times.min() else { return .max }
+        return max(0, earliest - nowMs)
+    }
+
+    // MARK: Outcomes
+
+    private mutating func finish(_ records: [KafkaRecord], _ nowMs: Int64) -> Action {
+        queue.remove(records)
+        for record in records { retries[record.partitionID] = nil }
+        outage = nil
+        batchLimit = min(policy.maxBatch, batchLimit * 2)
+        var offsets: [PartitionID: Int64] = [:]
+        for record in records { offsets[record.partitionID] = max(offsets[record.partitionID] ?? 0, record.offset + 1) }
+        phase = .committingOffsets
+        return .commitOffsets(offsets)
+    }
+
+    private mutating func handle(_ failure: Failure, of records: [KafkaRecord], _ nowMs: Int64) -> Action {
+        switch failure {
+        case .critical(let reason):
+            return stop(1, reason)
+        case .infrastructure(let reason):
+            beginOutage(reason, nowMs)
+            return chooseNext(nowMs)
+        case .fenced:
+            queue = PartitionQueues()
+            retries = [:]
+            batchLimit = policy.maxBatch
+            phase = .polling
+            return .poll(maxRecords: policy.maxBatch, timeout: policy.pollTimeout)
+        case .retryable, .permanent:
+            guard records.count == 1, let record = records.first else {
+                // One bad record must not hold the others: halve until it stands alone.
+                batchLimit = max(1, records.count / 2)
+                return chooseNext(nowMs)
+            }
+            let previous = retries[record.partitionID]
+            let attempts = (previous?.attempts ?? 0) + 1
+            let first = previous?.firstFailureMs ?? nowMs
+            if case .permanent(let kind, let reason) = failure {
+                return deadLetter(DeadLetterOrder(record: record, kind: kind, reason: reason, attempts: attempts,
+                                                  firstFailureMs: first, lastFailureMs: nowMs))
+            }
+            if attempts >= policy.maxAttempts {
+                return deadLetter(DeadLetterOrder(record: record, kind: DeadLetterOrder.retryExhausted, reason: failure.reason,
+                                                  attempts: attempts, firstFailureMs: first, lastFailureMs: nowMs))
+            }
+            retries[record.partitionID] = RetryState(attempts: attempts, firstFailureMs: first,
+                                                     retryAtMs: nowMs + jitter(backoff(attempt: attempts)))
+            return chooseNext(nowMs)
+        }
+    }
+
+    private mutating func deadLetter(_ order: DeadLetterOrder) -> Action {
+        phase = .deadLettering(order)
+        return .deadLetter(order)
+    }
+
+    private mutating func beginOutage(_ reason: String, _ nowMs: Int64) {
+        let attempts = (outage?.attempts ?? 0) + 1
+        outage = Outage(attempts: attempts, reason: reason, retryAtMs: nowMs + jitter(backoff(attempt: attempts)))
+    }
+
+    /// Capped exponential backoff before retry number `attempt` (1-based).
+    func backoff(attempt: Int) -> Int64 {
+        let base = policy.baseBackoff.milliseconds
+        let cap = policy.maxBackoff.milliseconds
+        let shift = min(attempt - 1, 30)
+        let (value, overflow) = base.multipliedReportingOverflow(by: Int64(1) << shift)
+        return overflow ? cap : min(cap, value)
+    }
+
+    private mutating func adopt(assignment newAssignment: Set<PartitionID>, generation newGeneration: Int) {
+        if newGeneration != generation {
+            // A rebalance: the group may have moved our partitions and back (eager protocol), and
+            // librdkafka starts them from the committed offsets: what we held is read again.
+            generation = newGeneration
+            queue = PartitionQueues()
+            retries = [:]
+            staleResume = paused.intersection(newAssignment)
+            paused = []
+            batchLimit = policy.maxBatch
+            polledSinceAssignment = false
+        } else if !newAssignment.isEmpty, newAssignment == assignment {
+            polledSinceAssignment = true
+        }
+        assignment = newAssignment
+    }
+
+    private mutating func stop(_ code: Int32, _ reason: String) -> Action {
+        phase = .stopped
+        return .stop(exitCode: code, reason: reason)
+    }
+}
+
+extension ConsumerLoopMachine {
+    /// The four failure classes (STYLE practice 3 plus outages).
+    public enum Failure: Sendable, Equatable {
+        /// May succeed later (Apple unreachable, a serialization conflict): back off and retry this record.
+        case retryable(String)
+        /// Will never succeed: dead-letter with `kind` and move on.
+        case permanent(kind: String, reason: String)
+        /// PostgreSQL or the broker is unreachable: pause everything, report not-ready, commit nothing, retry.
+        case infrastructure(String)
+        /// Continuing would be wrong (bad configuration, a fatal client): stop, exit non-zero.
+        case critical(String)
+        /// Another member owns the partitions now (this one is a zombie): drop what is held,
+        /// commit nothing, and poll so the rebalance reaches us.
+        case fenced(String)
+
+        public var reason: String {
+            switch self {
+            case .retryable(let reason), .infrastructure(let reason), .critical(let reason), .fenced(let reason): reason
+            case .permanent(let kind, let reason): "\(kind): \(reason)"
+            }
+        }
+    }
+
+    struct RetryState: Sendable, Equatable {
+        var attempts: Int
+        var firstFailureMs: Int64
+        var retryAtMs: Int64
+    }
+
+    struct Outage: Sendable, Equatable {
+        var attempts: Int
+        var reason: String
+        var retryAtMs: Int64
+    }
+}
+
+/// A record to dead-letter and why.
+public struct DeadLetterOrder: Sendable, Equatable {
+    public static let retryExhausted = "retry_exhausted"
+    public var record: KafkaRecord
+    public var kind: String
+    public var reason: String
+    public var attempts: Int
+    public var firstFailureMs: Int64
+    public var lastFailureMs: Int64
+
+    public init(record: KafkaRecord, kind: String, reason: String, attempts: Int, firstFailureMs: Int64, lastFailureMs: Int64) {
+        self.record = record
+        self.kind = kind
+        self.reason = reason
+        self.attempts = attempts
+        self.firstFailureMs = firstFailureMs
+        self.lastFailureMs = lastFailureMs
+    }
+}
+
+public struct PartitionID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var topic: String
+    public var partition: Int32
+    public init(topic: String, partition: Int32) { self.topic = topic; self.partition = partition }
+    public static func < (a: Self, b: Self) -> Bool { (a.topic, a.partition) < (b.topic, b.partition) }
+    public var description: String { "\(topic)[\(partition)]" }
+}
+
+extension KafkaRecord {
+    public var partitionID: PartitionID { PartitionID(topic: topic, partition: partition) }
+}
+
+/// Polled records waiting, per partition in offset order, in the order partitions first arrived.
+struct PartitionQueues: Sendable {
+    private var order: [PartitionID] = []
+    private var records: [PartitionID: [KafkaRecord]] = [:]
+    private(set) var count = 0
+
+    mutating func append(_ polled: [KafkaRecord]) {
+        for record in polled {
+            let id = record.partitionID
+            if records[id] == nil { order.append(id) }
+            // A record at or before one already queued is a redelivery of it: keep one copy.
+            if let last = records[id]?.last, record.offset <= last.offset { continue }
+            records[id, default: []].append(record)
+            count += 1
+        }
+    }
+
+    func head(of id: PartitionID) -> KafkaRecord? { records[id]?.first }
+
+    /// Up to `limit` records, oldest of each partition first, taking partitions round-robin so a
+    /// busy partition cannot starve the others.
+    func take(_ limit: Int, excluding skipped: Set<PartitionID>) -> [KafkaRecord] {
+        var taken: [KafkaRecord] = []
+        var index: [PartitionID: Int] = [:]
+        let live = order.filter { !skipped.contains($0) && !(records[$0]?.isEmpty ?? true) }
+        var progressed = true
+        while taken.count < limit, progressed {
+            progressed = false
+            for id in live where taken.count < limit {
+                let position = index[id, default: 0]
+                guard let list = records[id], position < list.count else { continue }
+                taken.append(list[position])
+                index[id] = position + 1
+                progressed = true
+            }
+        }
+        return taken
+    }
+
+    /// Removes finished records: per partition a prefix, since work is taken from the heads.
+    mutating func remove(_ finished: [KafkaRecord]) {
+        var through: [PartitionID: Int64] = [:]
+        for record in finished { through[record.partitionID] = max(through[record.partitionID] ?? .min, record.offset) }
+        for (id, last) in through {
+            guard var list = records[id] else { continue }
+            let done = list.prefix { $0.offset <= last }.count
+            list.removeFirst(done)
+            count -= done
+            if list.isEmpty {
+                records[id] = nil
+                order.removeAll { $0 == id }
+            } else {
+                records[id] = list
+            }
+        }
+    }
+}

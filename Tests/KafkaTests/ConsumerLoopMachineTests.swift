@@ -1,0 +1,294 @@
+import Kafka
+import XCTest
+
+/// Contract: the one consumer loop, as transcripts of (event, time) → action without a broker.
+/// Records of a partition are processed in order; a failing record is isolated by halving the
+/// batch; permanent failures are dead-lettered at once, retryable ones pause only their partition
+/// and back off exponentially (capped, jittered through the injected function) until
+/// `maxAttempts`, then `retry_exhausted`; an outage pauses everything, reports not-ready and
+/// commits nothing; a critical failure stops without committing; a rebalance drops held work;
+/// a stop finishes the unit in progress first; the loop polls at least every `pollTimeout`.
+final class ConsumerLoopMachineTests: XCTestCase {
+    let a = PartitionID(topic: "in", partition: 0)
+    let b = PartitionID(topic: "in", partition: 1)
+
+    func record(_ partition: PartitionID, _ offset: Int64) -> KafkaRecord {
+        KafkaRecord(topic: partition.topic, partition: partition.partition, offset: offset, key: nil,
+                    value: Array("\(partition)@\(offset)".utf8), headers: [], timestamp: 0)
+    }
+
+    func machine(maxBatch: Int = 4, maxAttempts: Int = 3) -> ConsumerLoopMachine {
+        var policy = ConsumerLoopMachine.Policy()
+        policy.maxBatch = maxBatch
+        policy.maxAttempts = maxAttempts
+        policy.pollTimeout = .milliseconds(200)
+        policy.baseBackoff = .milliseconds(100)
+        policy.maxBackoff = .milliseconds(1000)
+        // Deterministic "jitter": the full capped backoff.
+        return ConsumerLoopMachine(policy: policy, jitter: { $0 })
+    }
+
+    func poll(_ timeout: Int64 = 200, max: Int = 4) -> ConsumerLoopMachine.Action {
+        .poll(maxRecords: max, timeout: .milliseconds(timeout))
+    }
+
+    /// Polls once with `records` on partitions {a, b} (generation 1) at time 0.
+    func start(_ loop: inout ConsumerLoopMachine, _ records: [KafkaRecord], at time: Int64 = 0) -> ConsumerLoopMachine.Action {
+        XCTAssertEqual(loop.next(.started, nowMs: time), poll())
+        return loop.next(.polled(records, assignment: [a, b], generation: 1), nowMs: time)
+    }
+
+    /// Drives process → publish → commit → offsets for a batch that succeeds with one output per record.
+    func succeed(_ loop: inout ConsumerLoopMachine, at time: Int64, outputs: Int = 1) -> ConsumerLoopMachine.Action {
+        if outputs > 0 {
+            XCTAssertEqual(loop.next(.processed(outputs: outputs), nowMs: time), .publish)
+            XCTAssertEqual(loop.next(.done, nowMs: time), .commitTransaction)
+        } else {
+            XCTAssertEqual(loop.next(.processed(outputs: 0), nowMs: time), .commitTransaction)
+        }
+        return loop.next(.done, nowMs: time)
+    }
+
+    func testHappyBatchProcessesPublishesCommitsTransactionThenOffsets() {
+        var loop = machine()
+        let records = [record(a, 0), record(a, 1), record(b, 7)]
+        // Partitions are taken round-robin, each in offset order.
+        XCTAssertEqual(start(&loop, records), .process([record(a, 0), record(b, 7), record(a, 1)]))
+        XCTAssertEqual(succeed(&loop, at: 5), .commitOffsets([a: 2, b: 8]))
+        XCTAssertEqual(loop.next(.done, nowMs: 6), poll())
+        XCTAssertEqual(loop.queuedCount, 0)
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 210), poll())
+        XCTAssertTrue(loop.isReady, "ready once a poll completed with the partitions held")
+    }
+
+    func testEmptyOutputsSkipPublish() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 1, outputs: 0), .commitOffsets([a: 1]))
+    }
+
+    func testOneBadRecordIsIsolatedByHalvingAndTheGoodOnesPass() {
+        var loop = machine()
+        let records = [record(a, 0), record(a, 1), record(a, 2), record(a, 3)]
+        XCTAssertEqual(start(&loop, records), .process(records))
+        // A PostgreSQL error caused by a3's value fails the whole batch.
+        XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 1), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 1), .process(Array(records[0..<2])))
+        XCTAssertEqual(succeed(&loop, at: 2), .commitOffsets([a: 2]))
+        XCTAssertEqual(loop.next(.done, nowMs: 2), .process(Array(records[2..<4])))
+        XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 3), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 3), .process([records[2]]))
+        XCTAssertEqual(succeed(&loop, at: 4), .commitOffsets([a: 3]))
+        XCTAssertEqual(loop.next(.done, nowMs: 4), .process([records[3]]))
+        XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 5), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 5), .deadLetter(DeadLetterOrder(record: records[3], kind: "database_rejected",
+                                                                               reason: "bad value", attempts: 1,
+                                                                               firstFailureMs: 5, lastFailureMs: 5)))
+        XCTAssertEqual(loop.next(.done, nowMs: 6), .commitOffsets([a: 4]))
+        XCTAssertEqual(loop.next(.done, nowMs: 6), poll())
+        XCTAssertEqual(loop.queuedCount, 0)
+    }
+
+    func testRetryablePausesOnlyItsPartitionBacksOffAndResumes() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(.retryable("Apple unreachable")), nowMs: 10), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 10), .pause([a]))
+        XCTAssertFalse(loop.isReady, "not ready while a partition is paused")
+        // Waiting for the retry is polling: the member stays in the group; the wait is capped by pollTimeout.
+        XCTAssertEqual(loop.next(.done, nowMs: 10), poll(100))
+        // Partition b keeps flowing meanwhile; a's later record waits behind its head.
+        XCTAssertEqual(loop.next(.polled([record(b, 0), record(a, 1)], assignment: [a, b], generation: 1), nowMs: 20),
+                       .process([record(b, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 21), .commitOffsets([b: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 21), poll(89))
+        // Due: the head is retried alone.
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 110), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 111), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 111), .resume([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 111), .process([record(a, 1)]))
+    }
+
+    func testRetryExhaustionDeadLettersWithAttemptsAndFailureTimes() {
+        var loop = machine(maxAttempts: 3)
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        _ = loop.next(.failed(.retryable("timeout")), nowMs: 0)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 100), .process([record(a, 0)]))
+        _ = loop.next(.failed(.retryable("timeout")), nowMs: 100)
+        // Second backoff doubles.
+        XCTAssertEqual(loop.next(.done, nowMs: 100), poll(200))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 300), .process([record(a, 0)]))
+        _ = loop.next(.failed(.retryable("timeout again")), nowMs: 300)
+        XCTAssertEqual(loop.next(.done, nowMs: 300),
+                       .deadLetter(DeadLetterOrder(record: record(a, 0), kind: "retry_exhausted", reason: "timeout again",
+                                                   attempts: 3, firstFailureMs: 0, lastFailureMs: 300)))
+        XCTAssertEqual(loop.next(.done, nowMs: 301), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 301), .resume([a]))
+    }
+
+    func testBackoffIsExponentialAndCapped() {
+        var policy = ConsumerLoopMachine.Policy()
+        policy.baseBackoff = .milliseconds(100)
+        policy.maxBackoff = .seconds(10)
+        policy.maxAttempts = 1000
+        policy.pollTimeout = .seconds(60)
+        var loop = ConsumerLoopMachine(policy: policy, jitter: { $0 })
+        _ = loop.next(.started, nowMs: 0)
+        var now: Int64 = 0
+        var waits: [Int64] = []
+        XCTAssertEqual(loop.next(.polled([record(a, 0)], assignment: [a], generation: 1), nowMs: now), .process([record(a, 0)]))
+        for _ in 0..<10 {
+            _ = loop.next(.failed(.retryable("x")), nowMs: now)
+            var action = loop.next(.done, nowMs: now)
+            if action == .pause([a]) { action = loop.next(.done, nowMs: now) }
+            guard case .poll(_, let timeout) = action else { return XCTFail("expected a poll, got \(action)") }
+            waits.append(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            now += waits.last!
+            XCTAssertEqual(loop.next(.polled([], assignment: [a], generation: 1), nowMs: now), .process([record(a, 0)]))
+        }
+        XCTAssertEqual(waits, [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000])
+    }
+
+    func testOutagePausesEverythingCommitsNothingAndRecoversWhenTheRetrySucceeds() {
+        var loop = machine()
+        let records = [record(a, 0), record(b, 0)]
+        XCTAssertEqual(start(&loop, records), .process(records))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("PostgreSQL unreachable")), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a, b]))
+        XCTAssertTrue(loop.isOutage)
+        XCTAssertFalse(loop.isReady)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        // Not due yet: poll again (never process, never commit).
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 50), poll(50))
+        // Due: the same batch again; it fails again (no attempt counted against the records).
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 100), .process(records))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("PostgreSQL unreachable")), nowMs: 100), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 100), poll(200))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 300), .process(records))
+        XCTAssertEqual(succeed(&loop, at: 301), .commitOffsets([a: 1, b: 1]))
+        XCTAssertFalse(loop.isOutage)
+        XCTAssertEqual(loop.next(.done, nowMs: 301), .resume([a, b]))
+        XCTAssertEqual(loop.next(.done, nowMs: 301), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 400), poll())
+        XCTAssertTrue(loop.isReady)
+    }
+
+    func testOutageEvenOutlastingRetriesNeverDeadLetters() {
+        var loop = machine(maxAttempts: 2)
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        var now: Int64 = 0
+        for _ in 0..<5 {
+            _ = loop.next(.failed(.infrastructure("down")), nowMs: now)
+            var action = loop.next(.done, nowMs: now)
+            while case .pause = action { action = loop.next(.done, nowMs: now) }
+            guard case .poll = action else { return XCTFail("expected a poll, got \(action)") }
+            now += 10_000
+            XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: now), .process([record(a, 0)]))
+        }
+    }
+
+    func testCriticalStopsWithoutCommitting() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.processed(outputs: 1), nowMs: 1), .publish)
+        XCTAssertEqual(loop.next(.failed(.critical("producer fenced")), nowMs: 1), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 1), .stop(exitCode: 1, reason: "producer fenced"))
+        XCTAssertEqual(loop.next(.done, nowMs: 2), .stop(exitCode: 0, reason: "stopped"), "stays stopped")
+    }
+
+    func testFailedTransactionCommitRollsBackAndRetries() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.processed(outputs: 0), nowMs: 1), .commitTransaction)
+        XCTAssertEqual(loop.next(.failed(.retryable("serialization failure")), nowMs: 1), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 1), .pause([a]))
+    }
+
+    func testFailedOffsetCommitMovesOn() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 1), .commitOffsets([a: 1]))
+        // Effects are durable; redelivery after a rebalance is idempotent, so the record is not redone.
+        XCTAssertEqual(loop.next(.failed(.infrastructure("rebalance in progress")), nowMs: 1), poll())
+        XCTAssertEqual(loop.queuedCount, 0)
+    }
+
+    func testRebalanceDropsHeldWorkAndResumesWhatWasPaused() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0), record(a, 1)]), .process([record(a, 0), record(a, 1)]))
+        XCTAssertEqual(loop.next(.failed(.retryable("x")), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(.retryable("x")), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        // The group rebalanced; we hold a again (and now c). Records of a come again from the committed offset.
+        let c = PartitionID(topic: "in", partition: 2)
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, c], generation: 3), nowMs: 10), .resume([a]))
+        XCTAssertEqual(loop.queuedCount, 0)
+        XCTAssertEqual(loop.next(.done, nowMs: 10), poll())
+        XCTAssertEqual(loop.next(.polled([record(a, 0), record(b, 5)], assignment: [a, c], generation: 3), nowMs: 20),
+                       .process([record(a, 0)]), "a record of a partition no longer held is dropped")
+    }
+
+    func testDuplicateFetchOfAQueuedRecordIsKeptOnce() {
+        var loop = machine()
+        XCTAssertEqual(loop.next(.started, nowMs: 0), poll())
+        XCTAssertEqual(loop.next(.polled([record(a, 0), record(a, 1), record(a, 1)], assignment: [a], generation: 1), nowMs: 0),
+                       .process([record(a, 0), record(a, 1)]))
+    }
+
+    func testStopFinishesTheUnitInProgressThenStops() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0), record(b, 0)]), .process([record(a, 0), record(b, 0)]))
+        loop.requestStop()
+        XCTAssertEqual(succeed(&loop, at: 1), .commitOffsets([a: 1, b: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 1), .stop(exitCode: 0, reason: "stop requested"))
+    }
+
+    func testStopWhileWaitingForARetryCommitsNothing() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        _ = loop.next(.failed(.retryable("x")), nowMs: 0)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        loop.requestStop()
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 50), .stop(exitCode: 0, reason: "stop requested"))
+    }
+
+    func testPollsAtLeastEveryPollTimeoutWhileWorking() {
+        var loop = machine(maxBatch: 1)
+        XCTAssertEqual(loop.next(.started, nowMs: 0), poll(max: 1))
+        XCTAssertEqual(loop.next(.polled([record(a, 0), record(a, 1), record(a, 2)], assignment: [a, b], generation: 1), nowMs: 0),
+                       .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 100), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 100), .process([record(a, 1)]))
+        XCTAssertEqual(succeed(&loop, at: 250), .commitOffsets([a: 2]))
+        // 250 ms since the last poll: poll without waiting (work is queued), then go on.
+        XCTAssertEqual(loop.next(.done, nowMs: 250), poll(0, max: 1))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 251), .process([record(a, 2)]))
+    }
+
+    func testPollFailureMeansNotReadyUntilAPollSucceeds() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, []), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 200), poll())
+        XCTAssertTrue(loop.isReady)
+        XCTAssertEqual(loop.next(.failed(.infrastructure("all brokers down")), nowMs: 400), poll())
+        XCTAssertFalse(loop.isReady)
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 600), poll())
+        XCTAssertTrue(loop.isReady)
+        XCTAssertEqual(loop.next(.failed(.critical("fatal")), nowMs: 800), .stop(exitCode: 1, reason: "fatal"))
+    }
+
+    func testFencedBatchIsDroppedUncommittedAndTheLoopPolls() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0), record(b, 0)]), .process([record(a, 0), record(b, 0)]))
+        XCTAssertEqual(loop.next(.processed(outputs: 0), nowMs: 1), .commitTransaction)
+        XCTAssertEqual(loop.next(.failed(.fenced("a newer owner claimed in[0]")), nowMs: 1), .rollbackTransaction)
+        // No offset commit, no dead letter, no retry: the newer owner reads these again.
+        XCTAssertEqual(loop.next(.done, nowMs: 1), poll())
+        XCTAssertEqual(loop.queuedCount, 0)
+    }
+}
