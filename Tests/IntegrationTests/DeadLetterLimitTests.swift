@@ -11,7 +11,6 @@ import XCTest
 /// 413. Decode does not wedge: an ordinary notification posted behind it is granted.
 final class DeadLetterLimitTests: XCTestCase {
     func testBodyAtTheLimitIsDeadLetteredWithProvenanceAndTheNextNotificationIsGranted() throws {
-        _ = try Fixtures.data(V1Bodies.fixture)
         let cluster = try Cluster()
         try cluster.start()
         defer { cluster.stop() }

@@ -10,7 +10,6 @@ import XCTest
 /// letter twice grants once (the second copy is a duplicate event for dedupe).
 final class DeadLetterToolTests: XCTestCase {
     func testListShowAndRedriveTwiceGrantsOnce() throws {
-        _ = try Fixtures.data(V1Bodies.fixture)
         let cluster = try Cluster()
         try cluster.start()
         defer { cluster.stop() }

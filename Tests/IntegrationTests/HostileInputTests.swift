@@ -101,8 +101,8 @@ final class HostileInputTests: XCTestCase {
     private func deadLetterKinds(_ cluster: Cluster) throws -> [Data: (stage: String, kind: String)] {
         var kinds: [Data: (stage: String, kind: String)] = [:]
         for record in try cluster.readTopic(Topic.deadLetter, atLeast: 1, timeout: 8) {
-            if let letter = try? JSONDecoder().decode(DeadLetter.self, from: Data(record.value)) {
-                kinds[Data(letter.original)] = (letter.stage, letter.errorKind)
+            if let letter = DeadLetterRecord(record) {
+                kinds[Data(letter.value)] = (letter.stage, letter.kind)
             }
         }
         return kinds

@@ -9,7 +9,6 @@ import XCTest
 /// committed) while the healthy pipeline keeps granting; SIGTERM stops it within 10 s, exit 0.
 final class WorkerHealthTests: XCTestCase {
     func testOutageMeansNotReadyAndSigtermStopsGracefully() throws {
-        _ = try Fixtures.data(V1Bodies.fixture)
         let cluster = try Cluster()
         try cluster.start()
         defer { cluster.stop() }

@@ -10,7 +10,6 @@ import XCTest
 /// notification, which is granted exactly once.
 final class ZombieFencingTests: XCTestCase {
     func testZombieResumingAfterEvictionCannotCommit() throws {
-        _ = try Fixtures.data(V1Bodies.fixture)
         let cluster = try Cluster()
         try cluster.start()
         defer { cluster.stop() }
