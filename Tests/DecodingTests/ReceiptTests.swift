@@ -130,7 +130,7 @@ final class ReceiptTests: XCTestCase {
         let event = events[0]
         XCTAssertEqual(event.source, .appReceipt)
         XCTAssertEqual(event.appUserId, "user-77")
-        XCTAssertEqual(event.subscriptionKey, "2000001092134138")
+        XCTAssertEqual(event.subscriptionKey, "2000001092134138@Sandbox")
         XCTAssertEqual(event.environment, "Sandbox")
         XCTAssertEqual(event.bundleId, "dev.bonzer.weeka.app")
         XCTAssertEqual(event.transactions.map(\.transactionId), ["2000001092134138", "2000001092148094"])
@@ -148,7 +148,7 @@ final class ReceiptTests: XCTestCase {
         let many = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": laravel]))
         let manyEvents = try upload.decode(body: many, receivedAtMs: 0, rawPosition: nil).get()
         XCTAssertEqual(manyEvents.reduce(0) { $0 + $1.transactions.count }, 61)
-        XCTAssertTrue(manyEvents.contains { $0.subscriptionKey == "1000000747778008" && $0.transactions.map(\.productId) == ["boost"] })
+        XCTAssertTrue(manyEvents.contains { $0.subscriptionKey.hasPrefix("1000000747778008") && $0.transactions.map(\.productId) == ["boost"] })
         XCTAssertEqual(Set(manyEvents.map(\.subscriptionKey)).count, manyEvents.count)
     }
 

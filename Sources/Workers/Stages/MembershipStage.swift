@@ -114,16 +114,18 @@ public struct MembershipWriter {
             rows.string("c", entry.commandId)
             rows.raw("ca", cause)
             rows.string("u", entry.userId)
+            rows.string("env", entry.environment)
             rows.endRow()
         }
         // One insert per batch, in the order the entries were made (entry ids follow it).
         try db.execute("""
             INSERT INTO ledger (subscription_key, kind, purchase_id, product_id, group_id, interval_start_ms, interval_end_ms,
-                                amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id)
-            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u
+                                amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id,
+                                environment)
+            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u, env
             FROM jsonb_to_recordset(\(rows.json)) AS t(i bigint, k text, kind text, p text, pr text, g text, s bigint, e bigint,
                                                     a integer, b jsonb, af jsonb, bal integer, ck text, r text, c text,
-                                                    ca jsonb, u text)
+                                                    ca jsonb, u text, env text)
             ORDER BY i
             """)
     }
@@ -137,6 +139,7 @@ public struct MembershipWriter {
             subscriptions.beginRow()
             subscriptions.string("k", state.subscriptionKey)
             subscriptions.string("u", state.userId)
+            subscriptions.string("env", state.environment)
             subscriptions.raw("s", try json(state))
             subscriptions.endRow()
             for group in state.groups {
@@ -150,9 +153,10 @@ public struct MembershipWriter {
             }
         }
         try db.execute("""
-            INSERT INTO subscriptions (subscription_key, user_id, state)
-            SELECT k, u, s FROM jsonb_to_recordset(\(subscriptions.json)) AS t(k text, u text, s jsonb)
-            ON CONFLICT (subscription_key) DO UPDATE SET user_id = EXCLUDED.user_id, state = EXCLUDED.state, updated_at = now()
+            INSERT INTO subscriptions (subscription_key, user_id, environment, state)
+            SELECT k, u, env, s FROM jsonb_to_recordset(\(subscriptions.json)) AS t(k text, u text, env text, s jsonb)
+            ON CONFLICT (subscription_key) DO UPDATE
+                SET user_id = EXCLUDED.user_id, environment = EXCLUDED.environment, state = EXCLUDED.state, updated_at = now()
             """)
         guard views.count > 0 else { return }
         try db.execute("""

@@ -44,7 +44,12 @@ struct Classification {
     var commands: [MembershipCommand] = []
 
     var event: AppleEvent { unique.event }
-    var type: String? { event.notification?.type.uppercased() }
+    /// The notification type, when it is about this subscription (R16: a V1 body's type and
+    /// top-level facts describe one subscription of its `unified_receipt`, not the others).
+    var type: String? {
+        guard let notification = event.notification, notification.aboutAnotherSubscription != true else { return nil }
+        return notification.type.uppercased()
+    }
     var subtype: String? { event.notification?.subtype?.uppercased() }
 
     /// How the input is named in reasons: `CANCEL`, `DID_CHANGE_RENEWAL_PREF/UPGRADE`, `app-receipt`.
@@ -67,6 +72,7 @@ struct Classification {
         }
         linkUser()
         for change in unique.purchases { purchase(change) }
+        unmatchedTopLevelCancellation()
         let renewal = renewalState()
         if let renewal { add("renewal", .renewal(renewal), "\(via): renewal state", cause()) }
         gracePeriod(renewal)
@@ -77,8 +83,11 @@ struct Classification {
 
     mutating func linkUser() {
         let transfer = catalog.accounts.transfer
-        if let user = event.appUserId, !user.isEmpty {
-            add("link", .linkUser(UserLink(userId: user, via: "receipt-upload", transfer: transfer)),
+        if let raw = event.appUserId, !raw.isEmpty {
+            let user = UserId.normalized(raw)
+            // The upload is the claim (R17): when it was made, or when the receipt was, if later.
+            let claimed = max(event.receivedAtMs, event.appleStatedAtMs)
+            add("link", .linkUser(UserLink(userId: user, via: UserLink.receiptUpload, transfer: transfer, claimedAtMs: claimed)),
                 "receipt uploaded by app user \(user)", cause())
             return
         }
@@ -92,7 +101,9 @@ struct Classification {
             ?? event.renewalInfo?.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
         guard let token else { return }
         let user = token.lowercased()
-        add("link", .linkUser(UserLink(userId: user, via: "app-account-token", transfer: transfer)),
+        // R17: the token claims as of the first purchase that carries it; membership keeps the earliest.
+        let claimed = carriers.filter { $0.appAccountToken?.lowercased() == user }.map(\.purchaseDateMs).min()
+        add("link", .linkUser(UserLink(userId: user, via: UserLink.appAccountToken, transfer: transfer, claimedAtMs: claimed)),
             "\(via) carries appAccountToken \(user)", cause())
     }
 
@@ -108,10 +119,10 @@ struct Classification {
         if product == nil { notes.append("\(t.productId) is not in the catalog, kind \(kind.rawValue) inferred from Apple's facts") }
         switch kind {
         case .autoRenewable:
-            end = t.expiresDateMs ?? product?.durationDays.map { start + Int64($0) * 86_400_000 }
+            end = t.expiresDateMs.map(wholeSecond) ?? product?.durationDays.map { start + Int64($0) * 86_400_000 }
         case .nonRenewing:
             // Apple sends no expiry for non-renewing subscriptions: the catalog's duration decides (R13).
-            end = product?.durationDays.map { start + Int64($0) * 86_400_000 } ?? t.expiresDateMs
+            end = product?.durationDays.map { start + Int64($0) * 86_400_000 } ?? t.expiresDateMs.map(wholeSecond)
             if end == nil {
                 kind = .unknown
                 notes.append("non-renewing product without a catalog duration")
@@ -136,11 +147,18 @@ struct Classification {
             reason += " \(change.kind == .new ? "grants" : "now grants") \(Interval(startMs: start, endMs: end).description)"
         }
         if let cancellation { reason += "; cancelled at \(TimeText.iso(cancellation.cut.atMs)): \(cancellation.explanation)" }
+        if event.environment != SubscriptionKey.production { notes.append("\(event.environment) purchase") }
         if grant.finance.isTrial { notes.append("free trial") }
         if grant.finance.isIntro { notes.append("introductory offer") }
         if let offer = grant.finance.promotionalOfferId { notes.append("promotional offer \(offer)") }
         if let code = grant.finance.offerCodeRefName { notes.append("offer code \(code)") }
         if !notes.isEmpty { reason += " [\(notes.joined(separator: "; "))]" }
+        if event.environment != SubscriptionKey.production, catalog.nonProductionPurchases == .record {
+            add("p:\(change.purchaseId)", .record("non-production"),
+                "\(reason); nothing granted: the catalog grants no \(event.environment) purchases (R18)",
+                cause(t, purchaseId: change.purchaseId))
+            return
+        }
         add("p:\(change.purchaseId)", .purchase(grant), reason, cause(t, purchaseId: change.purchaseId))
     }
 
@@ -150,7 +168,7 @@ struct Classification {
     /// with no `cancellation_reason`; `auto_renew_status` then separates (a) switch from (b) turn off
     /// and switch. Without switch markers it is (c) a refund by Apple support.
     func cancellation(of t: TransactionFacts) -> (cut: Cut, explanation: String)? {
-        guard let at = t.cancellationDateMs else { return nil }
+        guard let at = t.cancellationDateMs.map(wholeSecond) else { return nil }
         let appleReason = t.cancellationReason
         let why = appleReason.map { $0 == "1" ? "cancellation_reason 1 (an issue in the app)" : "cancellation_reason \($0) (another reason)" }
         if t.revocationType == "FAMILY_REVOKE" || type == "REVOKE" {
@@ -212,8 +230,8 @@ struct Classification {
         let pending = product.flatMap { current in nextProduct.flatMap { $0 != current ? catalog.relation(from: current, to: $0).rawValue : nil } }
         return RenewalState(autoRenewStatus: autoRenew, productId: product, autoRenewProductId: nextProduct,
                             isInBillingRetry: info?.isInBillingRetryPeriod ?? retryByType,
-                            gracePeriodExpiresMs: info?.gracePeriodExpiresDateMs, asOfMs: asOf,
-                            pendingChange: pending, expirationIntent: info?.expirationIntent,
+                            gracePeriodExpiresMs: info?.gracePeriodExpiresDateMs.map(wholeSecond), asOfMs: asOf,
+                            pendingChange: pending, expirationIntent: info?.expirationIntent ?? note?.expirationIntent,
                             priceIncreaseStatus: info?.priceIncreaseStatus,
                             asOfRank: asOfRank, sourceEventId: event.eventId)
     }
@@ -235,6 +253,7 @@ struct Classification {
     }
 
     var asOf: Int64 {
+        if let stated = event.statedAtMs { return stated }   // a receipt's creation date (R14)
         var dates = [event.notification?.signedDateMs, event.notification?.autoRenewStatusChangeDateMs]
             + event.transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }
         if type == "DID_FAIL_TO_RENEW" { dates += event.transactions.map(\.expiresDateMs) }
@@ -254,6 +273,20 @@ struct Classification {
 
     // MARK: evidence
 
+    /// R15: a top-level CANCEL that names no purchase of this input or of dedupe's memory is still
+    /// evidence (R4), never dropped.
+    mutating func unmatchedTopLevelCancellation() {
+        guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else { return }
+        let cancelled = unique.purchases.map(\.transaction) + event.transactions
+        let matched = cancelled.contains { t in
+            t.cancellationDateMs != nil && (meta.webOrderLineItemId.map { $0 == t.webOrderLineItemId } ?? true)
+        }
+        guard !matched else { return }
+        let web = meta.webOrderLineItemId.map { " web_order_line_item_id \($0)" } ?? ""
+        add("cancel", .record("unmatched-cancellation"),
+            "\(via): cancellation at \(TimeText.iso(at))\(web) names no purchase known here: recorded, nothing cut (R15)", cause())
+    }
+
     /// Informational and unknown types are evidence on their own. A known type that brings nothing
     /// new (Apple telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
     mutating func recordNotification() {
@@ -271,7 +304,7 @@ struct Classification {
         Cause(source: event.source, eventId: event.eventId, notificationType: event.notification?.type,
               notificationSubtype: event.notification?.subtype, notificationUUID: event.notification?.uuid,
               transactionId: transaction?.transactionId, purchaseId: purchaseId, rawPosition: event.rawPosition,
-              decodedPosition: unique.decodedPosition)
+              decodedPosition: unique.decodedPosition, environment: event.environment)
     }
 
     mutating func add(_ suffix: String, _ action: MembershipCommand.Action, _ reason: String, _ cause: Cause) {
@@ -285,6 +318,11 @@ struct Classification {
 func firstTransactionId(_ change: PurchaseChange) -> String {
     (change.aliases + [change.transaction.transactionId]).min { ($0.count, $0) < ($1.count, $1) } ?? change.transaction.transactionId
 }
+
+/// Expiries, cancellations and grace ends at second precision, like purchase dates (R1): copies of
+/// one date differ in milliseconds (a receipt writes whole seconds), which must never show as a
+/// sub-second cut or extension.
+func wholeSecond(_ ms: Int64) -> Int64 { PurchaseIdentity.second(ofMs: ms) * 1000 }
 
 /// Without a catalog entry, Apple's own `type` (V2) decides, else an expiry means a subscription.
 func inferredKind(_ t: TransactionFacts) -> ProductKind {

@@ -61,6 +61,7 @@ extension MembershipBook {
     public mutating func apply(_ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         if subscriptions[key] == nil { subscriptions[key] = SubscriptionState(subscriptionKey: key) }
+        if let environment = command.cause.environment { subscriptions[key]!.environment = environment }
         switch command.action {
         case .linkUser(let link):
             return applyLink(link, command)
@@ -225,6 +226,7 @@ extension MembershipBook {
     private mutating func applyLink(_ link: UserLink, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let current = subscriptions[key]!.userId
+        if link.transfer == .move, let at = link.claimedAtMs { return applyClaim(link, at: at, command) }
         guard current != link.userId else { return [] }
         var entries: [LedgerEntry] = []
         if let current {
@@ -239,6 +241,30 @@ extension MembershipBook {
                                reason: current == nil
                                    ? "\(command.reason); subscription linked to user \(link.userId) via \(link.via)"
                                    : "\(command.reason); moved to user \(link.userId) from user \(current!) (transfer policy move)")
+        return entries
+    }
+
+    /// R17: only a claim moves a subscription, and the latest claim owns it. A receipt upload claims
+    /// when it was uploaded (a later upload by the same account renews its claim); a token claims as
+    /// of the first purchase carrying it, so a renewal repeating the token is no new claim. Claims are
+    /// kept with their times and the owner is the latest, so any arrival order gives the same owner.
+    private mutating func applyClaim(_ link: UserLink, at: Int64, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let claimKey = "\(link.via)|\(link.userId)"
+        let previous = subscriptions[key]!.claims[claimKey]
+        subscriptions[key]!.claims[claimKey] = link.isUpload ? max(previous ?? at, at) : min(previous ?? at, at)
+        let current = subscriptions[key]!.userId
+        guard let owner = latestClaimant(subscriptions[key]!.claims), owner.user != current else { return [] }
+        let claim = "\(owner.via) claim of \(TimeText.iso(owner.at)) is the latest (R17)"
+        var entries: [LedgerEntry] = []
+        if let current {
+            entries += changeOwner(of: key, from: current, to: nil, command,
+                                   reason: "\(command.reason); moved from user \(current) to user \(owner.user): its \(claim)")
+        }
+        entries += changeOwner(of: key, from: nil, to: owner.user, command,
+                               reason: current == nil
+                                   ? "\(command.reason); subscription linked to user \(owner.user) via \(owner.via)"
+                                   : "\(command.reason); moved to user \(owner.user) from user \(current!): its \(claim)")
         return entries
     }
 
@@ -286,7 +312,19 @@ extension MembershipBook {
         return LedgerEntry(kind: kind, subscriptionKey: key, userId: owner, purchaseId: purchase, productId: product,
                            group: group, interval: interval, amount: amount, before: before, after: after,
                            balanceAfter: balance, cutKind: cutKind, reason: reason, commandId: command.commandId,
-                           cause: command.cause)
+                           cause: command.cause, environment: subscriptions[key]?.environment)
+    }
+}
+
+/// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
+/// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
+func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
+    let parsed = claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in
+        guard let bar = key.firstIndex(of: "|") else { return nil }
+        return (String(key[key.index(after: bar)...]), String(key[..<bar]), at)
+    }
+    return parsed.max { a, b in
+        (a.at, a.via == UserLink.receiptUpload ? 1 : 0, a.user) < (b.at, b.via == UserLink.receiptUpload ? 1 : 0, b.user)
     }
 }
 

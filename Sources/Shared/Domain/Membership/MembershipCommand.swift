@@ -188,11 +188,19 @@ public struct UserLink: Codable, Sendable, Equatable {
     public var via: String
     /// What to do when the subscription already belongs to another user (catalog `accounts.transfer`).
     public var transfer: AccountPolicy.TransferPolicy
+    /// R17: when the claim was made, so that the latest claim owns the subscription whatever order
+    /// the inputs arrive in. A receipt upload claims when it was uploaded; a token claims when the
+    /// first purchase that carries it was made (a renewal repeating it makes no new claim).
+    public var claimedAtMs: Int64?
 
-    public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move) {
+    public static let receiptUpload = "receipt-upload"
+    public static let appAccountToken = "app-account-token"
+
+    public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move, claimedAtMs: Int64? = nil) {
         self.userId = userId
         self.via = via
         self.transfer = transfer
+        self.claimedAtMs = claimedAtMs
     }
 
     public init(from decoder: any Decoder) throws {
@@ -200,7 +208,11 @@ public struct UserLink: Codable, Sendable, Equatable {
         userId = try container.decode(String.self, forKey: .userId)
         via = try container.decode(String.self, forKey: .via)
         transfer = try container.decodeIfPresent(AccountPolicy.TransferPolicy.self, forKey: .transfer) ?? .move
+        claimedAtMs = try container.decodeIfPresent(Int64.self, forKey: .claimedAtMs)
     }
+
+    /// Receipt uploads are the stronger claim at the same instant: a restore follows the purchase.
+    var isUpload: Bool { via == UserLink.receiptUpload }
 }
 
 /// Service Apple keeps giving during a billing grace period: `[from, until)`; `from` is the end of
