@@ -268,4 +268,50 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(decoded?.nonProductionPurchases, .record)
         XCTAssertEqual((try? Catalog.load(json: Array(#"{"products": []}"#.utf8), source: "test"))?.nonProductionPurchases, .grant)
     }
+
+    // MARK: grace ends when Apple ends it
+
+    private func failedRenewal(graceEnd: Int64, _ a: TransactionFacts) -> AppleEvent {
+        Apple.v2("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", uuid: "failed", otid: otid, [a],
+                 renewal: RenewalFacts(originalTransactionId: otid, productId: "vip.a.1m", autoRenewProductId: "vip.a.1m",
+                                       autoRenewStatus: true, isInBillingRetryPeriod: true, gracePeriodExpiresDateMs: graceEnd),
+                 signed: t0 + month)
+    }
+
+    func testGracePeriodExpiredEarlyEndsServiceThen() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        let graceEnd = t0 + month + 16 * day
+        let buy = Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [a], signed: t0)
+        let expired = Apple.v2("GRACE_PERIOD_EXPIRED", uuid: "grace-over", otid: otid, [a],
+                               renewal: RenewalFacts(originalTransactionId: otid, productId: "vip.a.1m", autoRenewStatus: true,
+                                                     isInBillingRetryPeriod: true),
+                               signed: t0 + month + 6 * day)
+        assertConverges([buy, failedRenewal(graceEnd: graceEnd, a), expired], to: [interval(t0, t0 + month + 6 * day)])
+        var t = Transcript()
+        t.feed(buy)
+        t.feed(failedRenewal(graceEnd: graceEnd, a))
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, graceEnd)])
+        let step = t.feed(expired)
+        XCTAssertEqual(step.entries.filter { $0.kind == .cut }.map(\.interval), [interval(t0 + month + 6 * day, graceEnd)])
+        // A later grace period (another failed renewal, months on) is not ended by the old statement.
+        var later = Apple.period("B", otid: otid, start: t0 + 3 * month)
+        later.webOrderLineItemId = "wB"
+        t.feed(Apple.v2("DID_RENEW", uuid: "renewed", otid: otid, [later], signed: t0 + 3 * month))
+        t.feed(Apple.v2("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", uuid: "failed-again", otid: otid, [later],
+                        renewal: RenewalFacts(originalTransactionId: otid, productId: "vip.a.1m", autoRenewStatus: true,
+                                              isInBillingRetryPeriod: true, gracePeriodExpiresDateMs: t0 + 4 * month + 6 * day),
+                        signed: t0 + 4 * month))
+        XCTAssertEqual(t.entitlement(otid).last, interval(t0 + 3 * month, t0 + 4 * month + 6 * day))
+    }
+
+    func testRefundDuringTheGracePeriodEndsItAtTheRefund() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        let graceEnd = t0 + month + 16 * day
+        var refunded = a
+        refunded.cancellationDateMs = t0 + month + 4 * day
+        let buy = Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [a], signed: t0)
+        let refund = Apple.v2("REFUND", uuid: "refund", otid: otid, [refunded], signed: t0 + month + 4 * day)
+        // The refund comes after the period ended (R11: the period keeps), but the grace period stops.
+        assertConverges([buy, failedRenewal(graceEnd: graceEnd, a), refund], to: [interval(t0, t0 + month + 4 * day)])
+    }
 }

@@ -76,6 +76,7 @@ struct Classification {
         let renewal = renewalState()
         if let renewal { add("renewal", .renewal(renewal), "\(via): renewal state", cause()) }
         gracePeriod(renewal)
+        graceEnded(renewal)
         recordNotification()
     }
 
@@ -269,6 +270,16 @@ struct Classification {
         let group = product.flatMap { catalog.product($0)?.entitlementGroup }
         add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)),
             "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
+    }
+
+    /// Apple ends a grace period with GRACE_PERIOD_EXPIRED, or with EXPIRED (billing retry over):
+    /// service stops then, not at the grace end granted earlier.
+    mutating func graceEnded(_ renewal: RenewalState?) {
+        guard type == "GRACE_PERIOD_EXPIRED" || type == "EXPIRED" else { return }
+        let product = renewal?.productId ?? event.transactions.last?.productId
+        let group = product.flatMap { catalog.product($0)?.entitlementGroup }
+        add("grace-end", .endGrace(GraceEnd(productId: product, group: group, atMs: wholeSecond(asOf))),
+            "\(via): Apple ended the billing grace period at \(TimeText.iso(wholeSecond(asOf)))", cause())
     }
 
     // MARK: evidence

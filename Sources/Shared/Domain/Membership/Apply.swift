@@ -73,6 +73,8 @@ extension MembershipBook {
             return applyPurchase(grant, command)
         case .gracePeriod(let grace):
             return applyGrace(grace, command)
+        case .endGrace(let end):
+            return applyGraceEnd(end, command)
         }
     }
 
@@ -199,6 +201,20 @@ extension MembershipBook {
         subscriptions[key]!.graces[id] = SubscriptionState.GraceRecord(group: group, productId: grace.productId,
                                                                       startMs: from, endMs: grace.untilMs)
         return reconcile(group: group, subscription: key, command, leading: id)
+    }
+
+    /// Apple ended the grace period: every grace window of the group that contains the instant ends
+    /// there (Target). Kept as a set of instants, so the order of grace grants and ends does not matter.
+    private mutating func applyGraceEnd(_ end: GraceEnd, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let state = subscriptions[key]!
+        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable }
+        let group = end.group ?? end.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
+            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
+        guard let group else { return [] }
+        let instants = Set((subscriptions[key]!.graceEnds[group] ?? []) + [end.atMs])
+        subscriptions[key]!.graceEnds[group] = instants.sorted()
+        return reconcile(group: group, subscription: key, command, leading: nil)
     }
 
     // MARK: renewal state
@@ -357,8 +373,7 @@ struct Target {
     /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction).
     init(of id: String, in state: SubscriptionState) {
         if let grace = state.graces[id] {
-            let interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
-            self.init(interval: interval.isEmpty ? nil : interval, endedBy: .period)
+            self = Target(grace: grace, in: state)
             return
         }
         guard let grant = state.grants[id], grant.productKind.grantsTime else {
@@ -381,6 +396,22 @@ struct Target {
                 interval.endMs = successor.startMs
                 endedBy = .superseded(successor, switchKind(from: grant, to: successor))
             }
+        }
+        self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
+    }
+
+    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED / EXPIRED, or at
+    /// a refund or revocation of the group's purchases during the grace period.
+    init(grace: SubscriptionState.GraceRecord, in state: SubscriptionState) {
+        var interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
+        var endedBy = EndedBy.period
+        let within = { (at: Int64) in at >= grace.startMs && at < grace.endMs }
+        if let ended = state.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
+        let cuts = state.grants.values.filter { $0.group == grace.group }.compactMap(\.cut)
+            .filter { ($0.kind == .refund || $0.kind == .revoke) && within($0.atMs) }
+        if let cut = cuts.min(by: { ($0.atMs, $0.kind.rawValue) < ($1.atMs, $1.kind.rawValue) }), cut.atMs < interval.endOrMax {
+            interval.endMs = cut.atMs
+            endedBy = .apple(cut)
         }
         self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
     }

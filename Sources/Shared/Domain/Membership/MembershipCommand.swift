@@ -20,6 +20,8 @@ public struct MembershipCommand: Codable, Sendable, Equatable {
         case record(String)
         /// Apple keeps serving a subscription whose renewal failed, until the grace period ends.
         case gracePeriod(GracePeriodGrant)
+        /// Apple ended the billing grace period (GRACE_PERIOD_EXPIRED, EXPIRED) at `atMs`.
+        case endGrace(GraceEnd)
     }
 
     public init(commandId: String, subscriptionKey: String, action: Action, reason: String, cause: Cause) {
@@ -228,5 +230,19 @@ public struct GracePeriodGrant: Codable, Sendable, Equatable {
         self.group = group
         self.fromMs = fromMs
         self.untilMs = untilMs
+    }
+}
+
+/// Apple said the billing grace period is over at `atMs` (GRACE_PERIOD_EXPIRED, EXPIRED): a grace
+/// window that contains the instant ends there, even if it was granted longer.
+public struct GraceEnd: Codable, Sendable, Equatable {
+    public var productId: String?
+    public var group: String?
+    public var atMs: Int64
+
+    public init(productId: String?, group: String?, atMs: Int64) {
+        self.productId = productId
+        self.group = group
+        self.atMs = atMs
     }
 }

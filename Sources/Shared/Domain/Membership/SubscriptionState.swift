@@ -20,6 +20,8 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var claims: [String: Int64] = [:]
     /// Apple's environment of the subscription (R18), from the inputs about it.
     public var environment: String?
+    /// Per group, the instants Apple said a grace period ended (GRACE_PERIOD_EXPIRED, EXPIRED).
+    public var graceEnds: [String: [Int64]] = [:]
 
     public init(subscriptionKey: String, userId: String? = nil) {
         self.subscriptionKey = subscriptionKey
@@ -60,7 +62,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var groups: [String] { Array(Set(grants.values.map(\.group)).union(graces.values.map(\.group))).sorted() }
 
     private enum CodingKeys: String, CodingKey {
-        case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces, claims, environment
+        case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces, claims, environment, graceEnds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -75,6 +77,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         graces = try container.decodeIfPresent([String: GraceRecord].self, forKey: .graces) ?? [:]
         claims = try container.decodeIfPresent([String: Int64].self, forKey: .claims) ?? [:]
         environment = try container.decodeIfPresent(String.self, forKey: .environment)
+        graceEnds = try container.decodeIfPresent([String: [Int64]].self, forKey: .graceEnds) ?? [:]
     }
 
     /// Sets are encoded sorted: the stored state must be byte-identical however it was reached.
@@ -90,5 +93,6 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         try container.encode(graces, forKey: .graces)
         if !claims.isEmpty { try container.encode(claims, forKey: .claims) }
         try container.encodeIfPresent(environment, forKey: .environment)
+        if !graceEnds.isEmpty { try container.encode(graceEnds, forKey: .graceEnds) }
     }
 }
