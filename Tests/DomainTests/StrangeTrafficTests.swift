@@ -314,4 +314,50 @@ final class StrangeTrafficTests: XCTestCase {
         // The refund comes after the period ended (R11: the period keeps), but the grace period stops.
         assertConverges([buy, failedRenewal(graceEnd: graceEnd, a), refund], to: [interval(t0, t0 + month + 4 * day)])
     }
+
+    // MARK: R19 — prorated refunds, offer discount types
+
+    func testProratedRefundOfAConsumableDebitsTheRefundedShare() {
+        let coins = Apple.tx("c1", otid: "c", product: "coins.100", purchase: t0)
+        var prorated = coins
+        prorated.cancellationDateMs = t0 + day
+        prorated.revocationType = "REFUND_PRORATED"
+        prorated.revocationPercentage = 33_333   // 33.333 %
+        let buy = Apple.v2("ONE_TIME_CHARGE", uuid: "buy", otid: "c", [coins], signed: t0)
+        let refund = Apple.v2("REFUND", uuid: "refund", otid: "c", [prorated], signed: t0 + day)
+        for run in everyOrder([buy, refund]) {
+            XCTAssertEqual(run.t.state("c").balance(group: "coins"), 67, "100 units, 33.333 % refunded: 33 debited, order \(run.order)")
+        }
+        var t = Transcript()
+        t.feed(buy)
+        let step = t.feed(refund)
+        XCTAssertEqual(step.entries.map(\.kind), [.debit])
+        XCTAssertEqual(step.entries.first?.amount, 33)
+        XCTAssertTrue(step.entries.first?.reason.contains("prorated refund of 33.333%") ?? false, step.entries.first?.reason ?? "")
+        XCTAssertEqual(Cut(atMs: 0, kind: .refund, refundedShare: 50_000).refundedUnits(of: 3), 2, "halves round up")
+        XCTAssertEqual(Cut(atMs: 0, kind: .refund, refundedShare: 250_000).refundedUnits(of: 3), 3, "never more than the credit")
+        XCTAssertEqual(Cut(atMs: 0, kind: .refund, refundedShare: 100_000).refundedUnits(of: Int.max), Int.max, "no overflow")
+        // A prorated refund of a subscription still cuts at the revocation date.
+        var period = Apple.period("A", otid: otid, start: t0)
+        period.cancellationDateMs = t0 + 10 * day
+        period.revocationType = "REFUND_PRORATED"
+        period.revocationPercentage = 50_000
+        var u = Transcript()
+        u.feed(Apple.v2("REFUND", uuid: "sub-refund", otid: otid, [period], signed: t0 + 10 * day))
+        XCTAssertEqual(u.entitlement(otid), [interval(t0, t0 + 10 * day)])
+    }
+
+    func testOfferDiscountTypeReachesTheFinanceFacts() {
+        var free = Apple.period("F", otid: otid, start: t0)
+        free.offerType = 2
+        free.offerIdentifier = "winback"
+        free.offerDiscountType = "FREE_TRIAL"
+        free.offerPeriod = "P1M"
+        var t = Transcript()
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "RESUBSCRIBE", uuid: "free", otid: otid, [free], signed: t0))
+        let finance = t.state(otid).grants.values.first?.finance
+        XCTAssertEqual(finance?.offerDiscountType, "FREE_TRIAL")
+        XCTAssertEqual(finance?.offerPeriod, "P1M")
+        XCTAssertEqual(finance?.promotionalOfferId, "winback")
+    }
 }

@@ -117,7 +117,9 @@ enum V2Facts {
             revocationType: f.string("revocationType"),
             revocationPercentage: f.int("revocationPercentage"),
             offerPeriod: f.string("offerPeriod"),
-            storefrontId: f.string("storefrontId"))
+            storefrontId: f.string("storefrontId"),
+            appTransactionId: f.string("appTransactionId"),
+            billingPlanType: f.string("billingPlanType"))
     }
 
     static func renewal(_ f: JSONFields) -> RenewalFacts? {

@@ -190,6 +190,7 @@ public struct MembershipWriter {
                 rows.string("oc", grant.finance.offerCodeRefName)
                 rows.int("ot", grant.finance.offerType.map(Int64.init))
                 rows.string("oi", grant.finance.offerIdentifier)
+                rows.string("od", grant.finance.offerDiscountType)
                 rows.int("pm", grant.startMs)
                 rows.int("em", grant.endMs)
                 rows.int("cm", grant.cut?.atMs)
@@ -204,13 +205,13 @@ public struct MembershipWriter {
         try db.execute("""
             INSERT INTO grants (subscription_key, purchase_id, user_id, group_id, product_id, product_kind, transaction_id,
                                 original_transaction_id, grant_facts, is_trial, is_intro, promotional_offer_id,
-                                offer_code_ref_name, offer_type, offer_identifier, purchase_ms, expires_ms, cancellation_ms,
-                                cut_kind, environment, granted_start_ms, granted_end_ms)
-            SELECT t.k, t.p, t.u, t.g, t.pr, t.kd, t.tx, t.o, s.state->'grants'->t.p, t.tr, t.it, t.po, t.oc, t.ot, t.oi, t.pm,
-                   t.em, t.cm, t.ck, t.env, t.gs, t.ge
+                                offer_code_ref_name, offer_type, offer_identifier, offer_discount_type, purchase_ms, expires_ms,
+                                cancellation_ms, cut_kind, environment, granted_start_ms, granted_end_ms)
+            SELECT t.k, t.p, t.u, t.g, t.pr, t.kd, t.tx, t.o, s.state->'grants'->t.p, t.tr, t.it, t.po, t.oc, t.ot, t.oi, t.od,
+                   t.pm, t.em, t.cm, t.ck, t.env, t.gs, t.ge
             FROM jsonb_to_recordset(\(rows.json)) AS t(k text, p text, u text, g text, pr text, kd text, tx text, o text,
-                                                    tr boolean, it boolean, po text, oc text, ot integer, oi text, pm bigint,
-                                                    em bigint, cm bigint, ck text, env text, gs bigint, ge bigint)
+                                                    tr boolean, it boolean, po text, oc text, ot integer, oi text, od text,
+                                                    pm bigint, em bigint, cm bigint, ck text, env text, gs bigint, ge bigint)
             -- The grant's facts as stored in the state just written (saves encoding them twice).
             JOIN subscriptions s ON s.subscription_key = t.k
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
@@ -219,7 +220,7 @@ public struct MembershipWriter {
                 original_transaction_id = EXCLUDED.original_transaction_id, grant_facts = EXCLUDED.grant_facts,
                 is_trial = EXCLUDED.is_trial, is_intro = EXCLUDED.is_intro, promotional_offer_id = EXCLUDED.promotional_offer_id,
                 offer_code_ref_name = EXCLUDED.offer_code_ref_name, offer_type = EXCLUDED.offer_type,
-                offer_identifier = EXCLUDED.offer_identifier, purchase_ms = EXCLUDED.purchase_ms, expires_ms = EXCLUDED.expires_ms,
+                offer_identifier = EXCLUDED.offer_identifier, offer_discount_type = EXCLUDED.offer_discount_type, purchase_ms = EXCLUDED.purchase_ms, expires_ms = EXCLUDED.expires_ms,
                 cancellation_ms = EXCLUDED.cancellation_ms, cut_kind = EXCLUDED.cut_kind, environment = EXCLUDED.environment,
                 granted_start_ms = EXCLUDED.granted_start_ms, granted_end_ms = EXCLUDED.granted_end_ms, updated_at = now()
             """)

@@ -186,8 +186,10 @@ struct Classification {
         if let nextProduct, appleReason == nil { markers.append("auto_renew_product_id \(nextProduct)") }
         let refundType = type == "REFUND" && t.isUpgraded != true
         guard !markers.isEmpty, !refundType else {
-            let kind = t.revocationType == "REFUND_PRORATED" ? "prorated refund" : "refund"
-            return (Cut(atMs: at, kind: .refund, appleReason: appleReason),
+            let prorated = t.revocationType == "REFUND_PRORATED"
+            let share = prorated ? t.revocationPercentage : nil
+            let kind = prorated ? "prorated refund\(share.map { " of \(Double($0) / 1000)%" } ?? "")" : "refund"
+            return (Cut(atMs: at, kind: .refund, appleReason: appleReason, refundedShare: share),
                     "\(kind) by Apple support\(why.map { ", \($0)" } ?? "") (R3 c)")
         }
         let target = replacement?.productId ?? nextProduct
@@ -209,7 +211,8 @@ struct Classification {
         return FinanceFlags(isTrial: trial, isIntro: intro,
                             promotionalOfferId: t.promotionalOfferId ?? (t.offerType == 2 ? t.offerIdentifier : nil),
                             offerCodeRefName: t.offerCodeRefName ?? (t.offerType == 3 ? t.offerIdentifier : nil),
-                            offerType: t.offerType, offerIdentifier: t.offerIdentifier)
+                            offerType: t.offerType, offerIdentifier: t.offerIdentifier,
+                            offerDiscountType: t.offerDiscountType, offerPeriod: t.offerPeriod)
     }
 
     // MARK: renewal state, grace period

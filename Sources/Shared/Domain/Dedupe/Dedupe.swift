@@ -219,6 +219,9 @@ func merge(_ old: TransactionFacts, with new: TransactionFacts) -> TransactionFa
     merged.transactionReason = new.transactionReason ?? old.transactionReason
     merged.price = new.price ?? old.price
     merged.currency = new.currency ?? old.currency
+    merged.offerPeriod = new.offerPeriod ?? old.offerPeriod
+    merged.appTransactionId = new.appTransactionId ?? old.appTransactionId
+    merged.billingPlanType = new.billingPlanType ?? old.billingPlanType
     merged.bundleId = old.bundleId ?? new.bundleId
     return merged
 }
@@ -252,5 +255,5 @@ func materiallyDiffers(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
         || a.offerType != b.offerType || a.offerIdentifier != b.offerIdentifier
         || a.revocationType != b.revocationType || a.appAccountToken != b.appAccountToken
         || a.productType != b.productType || a.quantity != b.quantity || a.revocationPercentage != b.revocationPercentage
-        || a.offerDiscountType != b.offerDiscountType
+        || a.offerDiscountType != b.offerDiscountType || a.offerPeriod != b.offerPeriod
 }

@@ -171,6 +171,10 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
     /// V2 `offerPeriod` (ISO 8601 duration of the offer, e.g. "P1M"), for finance (R10).
     public var offerPeriod: String?
     public var storefrontId: String?
+    /// V2 `appTransactionId` (the app download's id) and `billingPlanType` (how a subscription is
+    /// billed, e.g. monthly payments for a yearly commitment), raw: kept for support and finance (R19).
+    public var appTransactionId: String?
+    public var billingPlanType: String?
 
     public init(transactionId: String, originalTransactionId: String, webOrderLineItemId: String? = nil,
                 productId: String, bundleId: String? = nil, purchaseDateMs: Int64,
@@ -182,7 +186,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
                 inAppOwnershipType: String? = nil, subscriptionGroupIdentifier: String? = nil,
                 appAccountToken: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
                 price: Int64? = nil, currency: String? = nil, revocationType: String? = nil,
-                revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil) {
+                revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil,
+                appTransactionId: String? = nil, billingPlanType: String? = nil) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.webOrderLineItemId = webOrderLineItemId
@@ -214,6 +219,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
         self.revocationPercentage = revocationPercentage
         self.offerPeriod = offerPeriod
         self.storefrontId = storefrontId
+        self.appTransactionId = appTransactionId
+        self.billingPlanType = billingPlanType
     }
 }
 

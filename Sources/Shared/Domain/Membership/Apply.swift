@@ -116,11 +116,12 @@ extension MembershipBook {
         return entries
     }
 
-    /// Consumables are credited exactly once per transaction; a refund debits the credit, even when
-    /// the balance goes negative (R13).
+    /// Consumables are credited exactly once per transaction; a refund debits the credit (a prorated
+    /// one its refunded share, R19), even when the balance goes negative (R13).
     private mutating func reconcileCredit(_ grant: PurchaseGrant, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
-        let target = grant.cut == nil ? (grant.credit ?? 1) : 0
+        let credit = grant.credit ?? 1
+        let target = credit - (grant.cut?.refundedUnits(of: credit) ?? 0)
         let current = subscriptions[key]!.credited[grant.purchaseId] ?? 0
         subscriptions[key]!.credited[grant.purchaseId] = target
         guard target != current else { return [] }

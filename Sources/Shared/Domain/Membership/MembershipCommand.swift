@@ -103,11 +103,24 @@ public struct Cut: Codable, Sendable, Equatable {
     public var atMs: Int64
     public var kind: Kind
     public var appleReason: String?
+    /// V2 REFUND_PRORATED: the refunded share in thousandths of a percent (100000 = all of it).
+    /// A consumable's debit is that share of its credit; a subscription is still cut at `atMs`.
+    public var refundedShare: Int?
 
-    public init(atMs: Int64, kind: Kind, appleReason: String? = nil) {
+    public init(atMs: Int64, kind: Kind, appleReason: String? = nil, refundedShare: Int? = nil) {
         self.atMs = atMs
         self.kind = kind
         self.appleReason = appleReason
+        self.refundedShare = refundedShare
+    }
+
+    /// The units a refund takes back of `credit`: all of them, or for a prorated refund the refunded
+    /// share rounded to the nearest unit (halves up), never more than the credit.
+    public func refundedUnits(of credit: Int) -> Int {
+        guard let share = refundedShare.map({ min(max($0, 0), 100_000) }) else { return credit }
+        let (scaled, overflow) = credit.multipliedReportingOverflow(by: share)
+        guard !overflow else { return credit }
+        return min(credit, (scaled + 50_000) / 100_000)
     }
 }
 
@@ -121,15 +134,22 @@ public struct FinanceFlags: Codable, Sendable, Equatable {
     /// V2 raw offer type (1 intro, 2 promotional, 3 offer code, 4 win-back) and identifier.
     public var offerType: Int?
     public var offerIdentifier: String?
+    /// V2 `offerDiscountType` (FREE_TRIAL, PAY_AS_YOU_GO, PAY_UP_FRONT, ONE_TIME) and `offerPeriod`
+    /// (ISO 8601 duration): whether an offer period was free or paid, and for how long (R10).
+    public var offerDiscountType: String?
+    public var offerPeriod: String?
 
     public init(isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
-                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil) {
+                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
+                offerDiscountType: String? = nil, offerPeriod: String? = nil) {
         self.isTrial = isTrial
         self.isIntro = isIntro
         self.promotionalOfferId = promotionalOfferId
         self.offerCodeRefName = offerCodeRefName
         self.offerType = offerType
         self.offerIdentifier = offerIdentifier
+        self.offerDiscountType = offerDiscountType
+        self.offerPeriod = offerPeriod
     }
 }
 
