@@ -7,50 +7,18 @@ public func classify(_ unique: UniqueEvent, catalog: Catalog) -> [MembershipComm
     return classification.commands
 }
 
-/// V1 and V2 notification types Apple documents (APPLE-REFERENCE.md §1, §2.1); anything else is
-/// kept raw and recorded.
-let knownNotificationTypes: Set<String> = [
-    "INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS",
-    "DID_FAIL_TO_RENEW", "DID_RECOVER", "CANCEL", "REFUND", "REVOKE", "PRICE_INCREASE_CONSENT", "CONSUMPTION_REQUEST",
-    "RENEWAL", "SUBSCRIBED", "OFFER_REDEEMED", "EXPIRED", "GRACE_PERIOD_EXPIRED", "PRICE_INCREASE", "REFUND_DECLINED",
-    "RENEWAL_EXTENDED", "TEST", "RENEWAL_EXTENSION", "REFUND_REVERSED", "EXTERNAL_PURCHASE_TOKEN", "ONE_TIME_CHARGE",
-    "RESCIND_CONSENT", "METADATA_UPDATE", "MIGRATION", "PRICE_CHANGE",
-]
-
-/// Types that bring a purchase: at the same instant, any other statement is newer.
-let purchaseTypes: Set<String> = ["INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_RECOVER", "RENEWAL", "SUBSCRIBED",
-                                  "OFFER_REDEEMED", "ONE_TIME_CHARGE"]
-
-/// Types that inform without changing what a purchase grants: always recorded as evidence.
-let informationalTypes: [String: String] = [
-    "CONSUMPTION_REQUEST": "Apple asks for consumption data about a refund request",
-    "REFUND_DECLINED": "Apple declined the customer's refund request",
-    "PRICE_INCREASE_CONSENT": "Apple asks the customer to consent to a price increase",
-    "PRICE_INCREASE": "price increase notice",
-    "TEST": "test notification",
-    "RENEWAL_EXTENSION": "renewal-date extension request summary",
-    "EXTERNAL_PURCHASE_TOKEN": "external purchase token",
-    "METADATA_UPDATE": "subscription metadata update",
-    "MIGRATION": "subscription migration",
-    "PRICE_CHANGE": "price change",
-    "RESCIND_CONSENT": "consent rescinded",
-    "EXPIRED": "the subscription expired",
-    "GRACE_PERIOD_EXPIRED": "the billing grace period ended without recovery",
-]
-
 struct Classification {
     let unique: UniqueEvent
     let catalog: Catalog
     var commands: [MembershipCommand] = []
 
     var event: AppleEvent { unique.event }
-    /// The notification type, when it is about this subscription (R16: a V1 body's type and
+    /// The typed notification type, when it is about this subscription (R16: a V1 body's type and
     /// top-level facts describe one subscription of its `unified_receipt`, not the others).
-    var type: String? {
-        guard let notification = event.notification, notification.aboutAnotherSubscription != true else { return nil }
-        return notification.type.uppercased()
+    var type: NotificationType? {
+        guard event.notification?.aboutAnotherSubscription != true else { return nil }
+        return event.notificationType
     }
-    var subtype: String? { event.notification?.subtype?.uppercased() }
 
     /// How the input is named in reasons: `CANCEL`, `DID_CHANGE_RENEWAL_PREF/UPGRADE`, `app-receipt`.
     var via: String {
@@ -172,7 +140,7 @@ struct Classification {
         guard let at = t.cancellationDateMs.map(wholeSecond) else { return nil }
         let appleReason = t.cancellationReason
         let why = appleReason.map { $0 == "1" ? "cancellation_reason 1 (an issue in the app)" : "cancellation_reason \($0) (another reason)" }
-        if t.revocationType == "FAMILY_REVOKE" || type == "REVOKE" {
+        if t.typedRevocationType == .familyRevoke || type?.isRevoke == true {
             return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
         }
         let replacement = event.transactions
@@ -184,9 +152,9 @@ struct Classification {
         if t.isUpgraded == true { markers.append("is_upgraded") }
         if let replacement { markers.append("\(replacement.productId) bought at \(TimeText.iso(replacement.purchaseDateMs))") }
         if let nextProduct, appleReason == nil { markers.append("auto_renew_product_id \(nextProduct)") }
-        let refundType = type == "REFUND" && t.isUpgraded != true
+        let refundType = type?.isRefund == true && t.isUpgraded != true
         guard !markers.isEmpty, !refundType else {
-            let prorated = t.revocationType == "REFUND_PRORATED"
+            let prorated = t.typedRevocationType == .refundProrated
             let share = prorated ? t.revocationPercentage : nil
             let kind = prorated ? "prorated refund\(share.map { " of \(Double($0) / 1000)%" } ?? "")" : "refund"
             return (Cut(atMs: at, kind: .refund, appleReason: appleReason, refundedShare: share),
@@ -206,8 +174,8 @@ struct Classification {
 
     func finance(_ t: TransactionFacts) -> FinanceFlags {
         // V2 says it through offerType (1 intro, 2 promotional, 3 offer code) and offerDiscountType.
-        let trial = t.isTrialPeriod ?? (t.offerType == 1 && t.offerDiscountType == "FREE_TRIAL")
-        let intro = t.isInIntroOfferPeriod ?? (t.offerType == 1 && t.offerDiscountType != "FREE_TRIAL")
+        let trial = t.isTrialPeriod ?? (t.offerType == 1 && t.typedOfferDiscountType == .freeTrial)
+        let intro = t.isInIntroOfferPeriod ?? (t.offerType == 1 && t.typedOfferDiscountType != .freeTrial)
         return FinanceFlags(isTrial: trial, isIntro: intro,
                             promotionalOfferId: t.promotionalOfferId ?? (t.offerType == 2 ? t.offerIdentifier : nil),
                             offerCodeRefName: t.offerCodeRefName ?? (t.offerType == 3 ? t.offerIdentifier : nil),
@@ -221,11 +189,7 @@ struct Classification {
         let info = event.renewalInfo
         let note = event.notification
         // Without pending_renewal_info a V1 body still says what happened through its type.
-        let retryByType: Bool? = switch type {
-        case "DID_FAIL_TO_RENEW": true
-        case "DID_RECOVER": false
-        default: nil
-        }
+        let retryByType: Bool? = type?.failedRenewal == true ? true : type?.recovered == true ? false : nil
         let autoRenew = note?.autoRenewStatus ?? info?.autoRenewStatus
         let nextProduct = info?.autoRenewProductId ?? note?.autoRenewProductId
         guard info != nil || autoRenew != nil || nextProduct != nil || retryByType != nil else { return nil }
@@ -248,11 +212,10 @@ struct Classification {
     /// recovery at the instant a renewal failed came after the failure (grace period recovery keeps
     /// the original renewal date).
     var asOfRank: Int {
-        switch type {
-        case nil: return 0
-        case "DID_RENEW", "DID_RECOVER", "RENEWAL": return 2
-        case let type? where purchaseTypes.contains(type): return 0
-        default: return 1
+        switch type?.role {
+        case nil, .purchase?: return 0
+        case .renewal?: return 2
+        case .change?: return 1
         }
     }
 
@@ -260,13 +223,13 @@ struct Classification {
         if let stated = event.statedAtMs { return stated }   // a receipt's creation date (R14)
         var dates = [event.notification?.signedDateMs, event.notification?.autoRenewStatusChangeDateMs]
             + event.transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }
-        if type == "DID_FAIL_TO_RENEW" { dates += event.transactions.map(\.expiresDateMs) }
+        if type?.failedRenewal == true { dates += event.transactions.map(\.expiresDateMs) }
         return dates.compactMap { $0 }.max() ?? event.receivedAtMs
     }
 
     mutating func gracePeriod(_ renewal: RenewalState?) {
         guard let renewal, let until = renewal.gracePeriodExpiresMs,
-              renewal.isInBillingRetry == true || type == "DID_FAIL_TO_RENEW" else { return }
+              renewal.isInBillingRetry == true || type?.failedRenewal == true else { return }
         // Apple keeps serving through the grace period (DID_FAIL_TO_RENEW / GRACE_PERIOD).
         let product = renewal.productId
         let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max()
@@ -278,7 +241,7 @@ struct Classification {
     /// Apple ends a grace period with GRACE_PERIOD_EXPIRED, or with EXPIRED (billing retry over):
     /// service stops then, not at the grace end granted earlier.
     mutating func graceEnded(_ renewal: RenewalState?) {
-        guard type == "GRACE_PERIOD_EXPIRED" || type == "EXPIRED" else { return }
+        guard type?.endsGrace == true else { return }
         let product = renewal?.productId ?? event.transactions.last?.productId
         let group = product.flatMap { catalog.product($0)?.entitlementGroup }
         add("grace-end", .endGrace(GraceEnd(productId: product, group: group, atMs: wholeSecond(asOf))),
@@ -304,11 +267,11 @@ struct Classification {
     /// Informational and unknown types are evidence on their own. A known type that brings nothing
     /// new (Apple telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
     mutating func recordNotification() {
-        guard let type else { return }
-        if let what = informationalTypes[type] {
-            add("record", .record(type), "\(via): \(what)", cause())
-        } else if !knownNotificationTypes.contains(type) {
-            add("record", .record(type), "\(via): notification type unknown to this version, kept raw and recorded", cause())
+        guard let type, let raw = event.notification?.type else { return }
+        if case .unknown = type {
+            add("record", .record(raw), "\(via): notification type unknown to this version, kept raw and recorded", cause())
+        } else if let what = type.information {
+            add("record", .record(raw), "\(via): \(what)", cause())
         }
     }
 
