@@ -360,4 +360,13 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(finance?.offerPeriod, "P1M")
         XCTAssertEqual(finance?.promotionalOfferId, "winback")
     }
+
+    func testGraceAfterAnExpiryWithMillisecondsLeavesNoGap() {
+        var a = Apple.period("A", otid: otid, start: t0)
+        a.expiresDateMs = t0 + month + 123
+        var t = Transcript()
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [a], signed: t0))
+        t.feed(failedRenewal(graceEnd: t0 + month + 6 * day + 456, a))
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + month + 6 * day)], "one whole-second interval, no 123 ms gap")
+    }
 }

@@ -232,7 +232,7 @@ struct Classification {
               renewal.isInBillingRetry == true || type?.failedRenewal == true else { return }
         // Apple keeps serving through the grace period (DID_FAIL_TO_RENEW / GRACE_PERIOD).
         let product = renewal.productId
-        let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max()
+        let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max().map(wholeSecond)
         let group = product.flatMap { catalog.product($0)?.entitlementGroup }
         add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)),
             "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
