@@ -89,4 +89,33 @@ final class StrangeTrafficDecodingTests: XCTestCase {
         guard case .rejected(let status, _) = bare.verify(receiptData: "AAAA") else { return XCTFail("expected a refusal") }
         XCTAssertEqual(status, 21006)
     }
+
+    func testR19NewerV2FieldsAreKeptAndRescindConsentUsesAppData() throws {
+        let pki = try TestPKI.load()
+        let decoder = NotificationV2Decoder(verifier: try pki.verifier(environments: [.sandbox]))
+        let transaction = V2Payloads.transaction(extra: [
+            "revocationDate": 1_698_148_950_000, "revocationReason": 0, "revocationType": "REFUND_PRORATED",
+            "revocationPercentage": 42_500, "offerPeriod": "P1M", "offerDiscountType": "PAY_UP_FRONT",
+            "appTransactionId": "704289572311296512", "billingPlanType": "MONTHLY_COMMITMENT",
+        ])
+        let payload = V2Payloads.notification(type: "REFUND", subtype: nil, signedTransaction: try pki.sign(transaction), signedRenewal: nil)
+        let event = try XCTUnwrap(try decoder.decode(body: V2Payloads.body(try pki.sign(payload)), receivedAtMs: 0, rawPosition: nil).get().first)
+        let facts = try XCTUnwrap(event.transactions.first)
+        XCTAssertEqual(facts.typedRevocationType, .refundProrated)
+        XCTAssertEqual(facts.revocationPercentage, 42_500)
+        XCTAssertEqual(facts.offerPeriod, "P1M")
+        XCTAssertEqual(facts.typedOfferDiscountType, .payUpFront)
+        XCTAssertEqual(facts.appTransactionId, "704289572311296512")
+        XCTAssertEqual(facts.billingPlanType, "MONTHLY_COMMITMENT")
+        XCTAssertEqual(event.notificationType, .v2(.refund))
+
+        // RESCIND_CONSENT carries `appData` instead of `data`: an app-level event, kept and recorded.
+        let rescind: [String: Any] = ["notificationType": "RESCIND_CONSENT", "notificationUUID": "0b1c2d3e-0000-4000-8000-000000000001",
+                                      "version": "2.0", "signedDate": V2Payloads.signedDate,
+                                      "appData": ["appAppleId": 1234, "bundleId": "com.example", "environment": "Sandbox"]]
+        let app = try XCTUnwrap(try decoder.decode(body: V2Payloads.body(try pki.sign(rescind)), receivedAtMs: 0, rawPosition: nil).get().first)
+        XCTAssertEqual(app.notificationType, .v2(.rescindConsent))
+        XCTAssertEqual(app.bundleId, "com.example")
+        XCTAssertEqual(app.subscriptionKey, "app:com.example@Sandbox")
+    }
 }

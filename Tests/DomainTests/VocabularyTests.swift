@@ -35,7 +35,7 @@ final class VocabularyTests: XCTestCase {
             if typed.information != nil {
                 XCTAssertTrue(step.entries.contains { $0.kind == .record }, "\(type) is recorded as evidence")
             }
-            if type == .gracePeriodExpired || type == .expired { XCTAssertTrue(typed.endsGrace) }
+            XCTAssertEqual(typed.endsGrace, type == .gracePeriodExpired, "\(type)")
             XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + month)], "\(type) alone changes nothing granted")
         }
         // An unknown type is recorded, never dropped.

@@ -238,8 +238,8 @@ struct Classification {
             "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
     }
 
-    /// Apple ends a grace period with GRACE_PERIOD_EXPIRED, or with EXPIRED (billing retry over):
-    /// service stops then, not at the grace end granted earlier.
+    /// Apple ends a grace period early with GRACE_PERIOD_EXPIRED: service stops then, not at the
+    /// grace end granted earlier.
     mutating func graceEnded(_ renewal: RenewalState?) {
         guard type?.endsGrace == true else { return }
         let product = renewal?.productId ?? event.transactions.last?.productId

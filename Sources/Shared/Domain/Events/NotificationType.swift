@@ -116,8 +116,9 @@ public enum NotificationType: Sendable, Equatable {
     public var isRefund: Bool { self == .v1(.refund) || self == .v2(.refund) }
     /// Family Sharing access removed.
     public var isRevoke: Bool { self == .v1(.revoke) || self == .v2(.revoke) }
-    /// Apple ended the billing grace period (and any service after it).
-    public var endsGrace: Bool { self == .v2(.gracePeriodExpired) || self == .v2(.expired) }
+    /// Apple ended the billing grace period. (EXPIRED/BILLING_RETRY comes when the billing retry
+    /// period, which outlasts any grace period, is over: it ends nothing Apple still serves.)
+    public var endsGrace: Bool { self == .v2(.gracePeriodExpired) }
 
     /// Types that inform without changing what a purchase grants: recorded as evidence with this
     /// text. nil for types whose facts act (or that repeat what is known and leave no entry).

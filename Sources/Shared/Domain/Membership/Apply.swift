@@ -401,7 +401,7 @@ struct Target {
         self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
     }
 
-    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED / EXPIRED, or at
+    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED, or at
     /// a refund or revocation of the group's purchases during the grace period.
     init(grace: SubscriptionState.GraceRecord, in state: SubscriptionState) {
         var interval = Interval(startMs: grace.startMs, endMs: grace.endMs)

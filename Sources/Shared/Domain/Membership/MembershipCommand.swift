@@ -20,7 +20,7 @@ public struct MembershipCommand: Codable, Sendable, Equatable {
         case record(String)
         /// Apple keeps serving a subscription whose renewal failed, until the grace period ends.
         case gracePeriod(GracePeriodGrant)
-        /// Apple ended the billing grace period (GRACE_PERIOD_EXPIRED, EXPIRED) at `atMs`.
+        /// Apple ended the billing grace period (GRACE_PERIOD_EXPIRED) at `atMs`.
         case endGrace(GraceEnd)
     }
 
@@ -253,7 +253,7 @@ public struct GracePeriodGrant: Codable, Sendable, Equatable {
     }
 }
 
-/// Apple said the billing grace period is over at `atMs` (GRACE_PERIOD_EXPIRED, EXPIRED): a grace
+/// Apple said the billing grace period is over at `atMs` (GRACE_PERIOD_EXPIRED): a grace
 /// window that contains the instant ends there, even if it was granted longer.
 public struct GraceEnd: Codable, Sendable, Equatable {
     public var productId: String?

@@ -20,7 +20,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var claims: [String: Int64] = [:]
     /// Apple's environment of the subscription (R18), from the inputs about it.
     public var environment: String?
-    /// Per group, the instants Apple said a grace period ended (GRACE_PERIOD_EXPIRED, EXPIRED).
+    /// Per group, the instants Apple said a grace period ended (GRACE_PERIOD_EXPIRED).
     public var graceEnds: [String: [Int64]] = [:]
 
     public init(subscriptionKey: String, userId: String? = nil) {
