@@ -31,6 +31,8 @@ public struct PopulationConfig: Sendable {
     public var cancelOnlyAtTopLevel = 0.3
     /// Receipt uploads that print the account's UUID in upper case (R17).
     public var upperCaseUpload = 0.2
+    /// V1 bodies whose `unified_receipt` lists every subscription of the Apple ID (R16).
+    public var v1EverySubscription = 0.5
     /// Include consumables (their balances are checked when the API shows them).
     public var consumables = true
 
@@ -87,7 +89,8 @@ public struct JourneyPlayer {
         case "music": try subscribe(group: "music", appleId: 0, at: first)
         case "both":
             try subscribe(group: "vip", appleId: 0, at: first)
-            try subscribe(group: "music", appleId: 0, at: first + rng.ms(86_400_000...(60 * 86_400_000)))
+            // Scheduled, not bought now: its V1 bodies list the vip subscription as it is then (R16).
+            schedule(first + rng.ms(86_400_000...(60 * 86_400_000)), .resubscribe(group: "music", appleId: 0))
         default:
             schedule(first, .oneTime)
         }
@@ -120,11 +123,14 @@ public struct JourneyPlayer {
     // MARK: wire
 
     /// Apple's notifications about `otid`, a few seconds after the fact.
+    /// `inOrder`: the notification is generated at its simulated time, so the Apple ID's other
+    /// subscriptions are shown as they are then (false for one dated in the future).
     private mutating func notify(_ otid: String, v1 v1Type: String?, v2 v2Type: String?, subtype: String? = nil,
                                  at ms: Int64, focus: SimTransaction? = nil, v2Transaction: SimTransaction? = nil,
-                                 expirationIntent: String? = nil) throws {
+                                 expirationIntent: String? = nil, inOrder: Bool = true) throws {
         if config.v1, let v1Type {
-            var options = WireEmitter.V1Options(focus: focus, legacyShape: rng.chance(config.legacyV1Share), expirationIntent: expirationIntent)
+            var options = WireEmitter.V1Options(focus: focus, legacyShape: rng.chance(config.legacyV1Share), expirationIntent: expirationIntent,
+                                                everySubscription: inOrder && rng.chance(config.v1EverySubscription))
             if v1Type == "CANCEL", focus?.cancellationMs != nil, !(focus?.isUpgraded ?? false) {
                 options.cancellationOnlyAtTopLevel = rng.chance(config.cancelOnlyAtTopLevel)
             }
@@ -336,7 +342,8 @@ public struct JourneyPlayer {
             try upload(appleId: appleId, at: ms, focus: nil, restored: true)
         case .storefront:
             let next = try state.moveStorefront(otid, to: latest.storefront == "USA" ? "CAN" : "USA", atMs: ms)
-            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next)
+            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next,
+                       inOrder: false)
             try upload(appleId: appleId, at: next.purchaseMs, focus: next)
             try notify(otid, v1: nil, v2: "EXPIRED", subtype: "VOLUNTARY", at: end)
             schedule(next.expiresMs!, .periodEnd(next.originalTransactionId))

@@ -105,12 +105,16 @@ public final class WireEmitter: Sendable {
         /// A CANCEL whose `latest_receipt_info` still shows the focus uncancelled: the cancellation is
         /// only at the top level, where Apple documents it (R15).
         public var cancellationOnlyAtTopLevel = false
+        /// `unified_receipt` lists every auto-renewable subscription of the Apple ID, as Apple's does;
+        /// the top-level facts stay about `otid` (R16).
+        public var everySubscription = false
         public init(focus: SimTransaction? = nil, legacyShape: Bool = false, expirationIntent: String? = nil,
-                    cancellationOnlyAtTopLevel: Bool = false) {
+                    cancellationOnlyAtTopLevel: Bool = false, everySubscription: Bool = false) {
             self.focus = focus
             self.legacyShape = legacyShape
             self.expirationIntent = expirationIntent
             self.cancellationOnlyAtTopLevel = cancellationOnlyAtTopLevel
+            self.everySubscription = everySubscription
         }
     }
 
@@ -120,6 +124,18 @@ public final class WireEmitter: Sendable {
         let transactions = subscription.transactions.filter { $0.purchaseMs <= atMs }
         var listed = Array(transactions.suffix(v1HistoryLimit).reversed())
         if let focus = options.focus, !listed.contains(where: { $0.transactionId == focus.transactionId }) { listed.append(focus) }
+        var pending = subscription.kind == .autoRenewable ? [v1Renewal(subscription, atMs: atMs)] : []
+        if options.everySubscription {
+            let others = state.subscriptions(ofUser: subscription.userId, appleId: subscription.appleIdIndex)
+                .filter { $0.originalTransactionId != otid && $0.kind == .autoRenewable }
+                .sorted { $0.originalTransactionId < $1.originalTransactionId }
+            for other in others {
+                let theirs = other.transactions.filter { $0.purchaseMs <= atMs }
+                guard !theirs.isEmpty else { continue }
+                listed += theirs.suffix(v1HistoryLimit).reversed()
+                pending.append(v1Renewal(other, atMs: atMs))
+            }
+        }
         let latestReceipt = try receipt(state, user: subscription.userId, appleId: subscription.appleIdIndex, atMs: atMs)
         var body: [String: Any] = [
             "notification_type": type,
@@ -141,7 +157,7 @@ public final class WireEmitter: Sendable {
                     }
                     return entry
                 },
-                "pending_renewal_info": subscription.kind == .autoRenewable ? [v1Renewal(subscription, atMs: atMs)] : [],
+                "pending_renewal_info": pending,
             ] as [String: Any],
         ]
         if subscription.kind == .autoRenewable {
