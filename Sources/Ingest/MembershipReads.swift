@@ -29,6 +29,8 @@ struct MembershipReads: Sendable {
         var reason: String
         var commandId: String
         var cause: Cause
+        /// R18: Apple's environment of the subscription the line is about.
+        var environment: String?
         var createdAt: String
     }
 
@@ -53,6 +55,8 @@ struct MembershipReads: Sendable {
     struct SubscriptionView: Encodable {
         var subscriptionKey: String
         var userId: String?
+        /// R18: Production, Sandbox, Xcode or LocalTesting.
+        var environment: String?
         var membership: [GroupView]
         var ledger: [LedgerLine]
     }
@@ -67,7 +71,7 @@ struct MembershipReads: Sendable {
             }
             let ledger = try ledgerLines(db, "SELECT * FROM ledger WHERE subscription_key = \(key) ORDER BY entry_id")
             let now = Self.nowMs()
-            return .json(SubscriptionView(subscriptionKey: key, userId: state.userId,
+            return .json(SubscriptionView(subscriptionKey: key, userId: state.userId, environment: state.environment,
                                           membership: groupMemberships(of: [state]).map { GroupView($0, now: now) },
                                           ledger: ledger))
         }
@@ -75,8 +79,9 @@ struct MembershipReads: Sendable {
 
     /// Per group: active, expiry, current product, auto-renew state, pending change, intervals,
     /// balance; from the `user_membership` projection the membership stage maintains.
-    func userMembership(_ user: String) throws -> HTTPResponse {
-        try pool.withConnection { db in
+    func userMembership(_ requested: String) throws -> HTTPResponse {
+        let user = UserId.normalized(requested)   // R17: a UUID user id in any case
+        return try pool.withConnection { db in
             let decoder = JSONDecoder()
             let rows = try db.query("SELECT view::text AS view FROM user_membership WHERE user_id = \(user) ORDER BY group_id")
             let groups = try rows.map { try decoder.decode(GroupMembership.self, from: Data(try $0.string("view").utf8)) }
@@ -93,8 +98,9 @@ struct MembershipReads: Sendable {
 
     /// The user's ledger, newest first: entries written while the user owned a subscription, plus
     /// those of their subscriptions from before any user was linked (kept, then applied on link).
-    func userLedger(_ user: String, limit: Int) throws -> HTTPResponse {
-        try pool.withConnection { db in
+    func userLedger(_ requested: String, limit: Int) throws -> HTTPResponse {
+        let user = UserId.normalized(requested)
+        return try pool.withConnection { db in
             let lines = try ledgerLines(db, """
                 SELECT * FROM ledger WHERE user_id = \(user)
                 UNION ALL
@@ -127,7 +133,8 @@ struct MembershipReads: Sendable {
                 after: try decode([Interval].self, try row.string("after_intervals")),
                 balanceAfter: try row.decode("balance_after"), cutKind: try row.decode("cut_kind"),
                 reason: try row.string("reason"), commandId: try row.string("command_id"),
-                cause: try decode(Cause.self, try row.string("cause")), createdAt: try row.string("created_at"))
+                cause: try decode(Cause.self, try row.string("cause")), environment: try row.decode("environment"),
+                createdAt: try row.string("created_at"))
         }
     }
 }

@@ -27,7 +27,7 @@ final class NotificationV1Tests: XCTestCase {
 
     private func didChangeRenewalStatusWithUnifiedReceipt() throws {
         let events = try decode("notifications-v1/imdhemy-laravel/appstore-server-notification.json").get()
-        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000723811158" })
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000723811158@Sandbox" })
         XCTAssertEqual(event.source, .notificationV1)
         XCTAssertEqual(event.environment, "Sandbox")
         XCTAssertEqual(event.bundleId, "com.twigano.fashion")

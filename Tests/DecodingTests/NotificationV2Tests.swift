@@ -23,7 +23,7 @@ final class NotificationV2Tests: XCTestCase {
         XCTAssertEqual(event.source, .notificationV2)
         XCTAssertEqual(event.environment, "Sandbox")
         XCTAssertEqual(event.bundleId, "com.example")
-        XCTAssertEqual(event.subscriptionKey, "12345")
+        XCTAssertEqual(event.subscriptionKey, "12345@Sandbox")
         XCTAssertEqual(event.rawPosition, position)
         XCTAssertEqual(event.receivedAtMs, 7)
         XCTAssertEqual(event.notification, NotificationMeta(type: "SUBSCRIBED", subtype: "INITIAL_BUY",
@@ -74,7 +74,7 @@ final class NotificationV2Tests: XCTestCase {
         let event = try XCTUnwrap(try decoder(pki).decode(body: V2Payloads.body(try pki.sign(future)), receivedAtMs: 0, rawPosition: nil).get().first)
         XCTAssertEqual(event.notification?.type, "SOMETHING_NEW")
         XCTAssertEqual(event.notification?.subtype, "NEVER_SEEN")
-        XCTAssertEqual(event.subscriptionKey, "app:com.example")
+        XCTAssertEqual(event.subscriptionKey, "app:com.example@Sandbox")
         XCTAssertTrue(event.transactions.isEmpty)
 
         // RENEWAL_EXTENSION summary: the app is identified from `summary` (Apple's rule).
@@ -121,7 +121,7 @@ final class NotificationV2Tests: XCTestCase {
         let decoder = try AppleDecodingConfiguration.fromEnvironment(env).makeDecoder()
         let payload = V2Payloads.notification(signedTransaction: try pki.sign(V2Payloads.transaction()), signedRenewal: nil)
         let input = RawInput(source: .appStoreNotification, body: V2Payloads.body(try pki.sign(payload)), receivedAtMs: 1, position: nil)
-        XCTAssertEqual(try decoder.decode(input).get().first?.subscriptionKey, "12345")
+        XCTAssertEqual(try decoder.decode(input).get().first?.subscriptionKey, "12345@Sandbox", "R18: the environment is part of the key")
 
         // Unconfigured: V2 refused with a clear reason, V1 still decodes.
         let bare = try AppleDecodingConfiguration.fromEnvironment([:]).makeDecoder()

@@ -149,7 +149,9 @@ final class ReceiptTests: XCTestCase {
         let events = try upload.decode(body: body, receivedAtMs: 5, rawPosition: position).get()
         // The subscription and the consumable: one event per original transaction.
         XCTAssertEqual(events.count, 2)
-        let event = try XCTUnwrap(events.first { $0.subscriptionKey == generated.originalTransactionId })
+        // A Sandbox receipt: its subscriptions are keyed with the environment (R18).
+        let key = generated.originalTransactionId + "@Sandbox"
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == key })
         XCTAssertEqual(event.source, .appReceipt)
         XCTAssertEqual(event.appUserId, "user-77")
         XCTAssertEqual(event.environment, "Sandbox")
@@ -157,7 +159,7 @@ final class ReceiptTests: XCTestCase {
         XCTAssertEqual(event.transactions.map(\.transactionId), generated.subscriptionTransactionIds)
         XCTAssertNotNil(event.transactions.first?.webOrderLineItemId)
         XCTAssertTrue(event.eventId.hasPrefix("receipt:") && event.eventId.hasSuffix(":\(generated.originalTransactionId)"))
-        XCTAssertEqual(events.first { $0.subscriptionKey != generated.originalTransactionId }?.transactions.map(\.transactionId),
+        XCTAssertEqual(events.first { $0.subscriptionKey != key }?.transactions.map(\.transactionId),
                        [generated.consumableTransactionId])
         XCTAssertEqual(Set(events.map(\.subscriptionKey)).count, events.count)
         // Same receipt, same user → same event id; another user → another id (R2 and fraud evidence).
@@ -174,7 +176,7 @@ final class ReceiptTests: XCTestCase {
         let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "user-77", "receipt_data": base64]))
         let events = try upload.decode(body: body, receivedAtMs: 5, rawPosition: nil).get()
         XCTAssertEqual(events.count, 1)
-        XCTAssertEqual(events[0].subscriptionKey, "2000001092134138")
+        XCTAssertEqual(events[0].subscriptionKey, "2000001092134138@Sandbox")
         XCTAssertEqual(events[0].transactions.map(\.transactionId), ["2000001092134138", "2000001092148094"])
         XCTAssertEqual(events[0].transactions.first?.webOrderLineItemId, "2000000123357229")
 
@@ -183,7 +185,7 @@ final class ReceiptTests: XCTestCase {
         let many = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": laravel]))
         let manyEvents = try upload.decode(body: many, receivedAtMs: 0, rawPosition: nil).get()
         XCTAssertEqual(manyEvents.reduce(0) { $0 + $1.transactions.count }, 61)
-        XCTAssertTrue(manyEvents.contains { $0.subscriptionKey == "1000000747778008" && $0.transactions.map(\.productId) == ["boost"] })
+        XCTAssertTrue(manyEvents.contains { $0.subscriptionKey.hasPrefix("1000000747778008") && $0.transactions.map(\.productId) == ["boost"] })
         XCTAssertEqual(Set(manyEvents.map(\.subscriptionKey)).count, manyEvents.count)
     }
 

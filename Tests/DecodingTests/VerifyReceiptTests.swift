@@ -82,7 +82,7 @@ final class VerifyReceiptTests: XCTestCase {
         let upload = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(server))
         let request = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u9", "receipt_data": "AAAA"]))
         let events = try upload.decode(body: request, receivedAtMs: 3, rawPosition: nil).get()
-        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000318012065" })
+        let event = try XCTUnwrap(events.first { $0.subscriptionKey == "1000000318012065@Sandbox" })
         XCTAssertEqual(event.source, .verifyReceipt)
         XCTAssertEqual(event.appUserId, "u9")
         XCTAssertEqual(event.environment, "Sandbox")

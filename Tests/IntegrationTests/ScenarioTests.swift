@@ -57,7 +57,7 @@ final class ScenarioTests: XCTestCase {
         XCTAssertEqual(view.grants.first?.interval, interval(t0, t0 + month))
         let db = try world.cluster.database()
         defer { db.close() }
-        let aliases = try db.query("SELECT transaction_id FROM transaction_aliases WHERE subscription_key = \(key) ORDER BY transaction_id")
+        let aliases = try db.query("SELECT transaction_id FROM transaction_aliases WHERE subscription_key = \(ScenarioWorld.key(key)) ORDER BY transaction_id")
             .map { try $0.string("transaction_id") }
         XCTAssertEqual(aliases, ["\(key)0", "\(key)1"], "every transaction id is kept as an alias (R1)")
     }
@@ -381,9 +381,9 @@ final class ScenarioTests: XCTestCase {
         let later = t0 + month + 3 * day
         try world.notify(ScenarioBodies.v1("INITIAL_BUY", otid: jp, [Tx.period("\(jp)0", otid: jp, start: later, token: user)]))
         let view = try world.user(user) { $0.subscriptions.count == 2 && $0.group()?.intervals.count == 2 }
-        XCTAssertEqual(view.subscriptions, [us, jp].sorted())
+        XCTAssertEqual(view.subscriptions, [us, jp].map { ScenarioWorld.key($0) }.sorted())
         XCTAssertEqual(view.group()?.intervals, [interval(t0, t0 + month), interval(later, later + month)])
-        XCTAssertEqual(view.group()?.currentSubscriptionKey, jp)
+        XCTAssertEqual(view.group()?.currentSubscriptionKey, ScenarioWorld.key(jp))
         // The same account in V2 (appAccountToken in the signed transaction).
         let third = t0 + 3 * month
         try world.notify(world.signer.notification("SUBSCRIBED", subtype: "INITIAL_BUY", signedMs: third,
@@ -394,10 +394,10 @@ final class ScenarioTests: XCTestCase {
         XCTAssertEqual(ledger.entries.filter { $0.kind == "link" }.count, 3)
         XCTAssertEqual(ledger.entries.filter { $0.kind == "grant" }.count, 3)
         // Newest first; the storefront grant shows the user's membership before and after, across subscriptions.
-        let jpGrant = try XCTUnwrap(ledger.entries.first { $0.kind == "grant" && $0.subscriptionKey == jp })
+        let jpGrant = try XCTUnwrap(ledger.entries.first { $0.kind == "grant" && $0.subscriptionKey == ScenarioWorld.key(jp) })
         XCTAssertEqual(jpGrant.before, [interval(t0, t0 + month)])
         XCTAssertEqual(jpGrant.after, [interval(t0, t0 + month), interval(later, later + month)])
-        XCTAssertEqual(ledger.entries.first?.subscriptionKey, v2)
+        XCTAssertEqual(ledger.entries.first?.subscriptionKey, ScenarioWorld.key(v2))
     }
 
     func testEventsOfAnUnlinkedSubscriptionAreAppliedWhenTheLinkArrives() throws {
@@ -480,8 +480,9 @@ final class ScenarioTests: XCTestCase {
         // The ledgers differ as histories but fold to the same grants.
         let db = try world.cluster.database()
         defer { db.close() }
-        let folded = { (key: String) throws -> [Interval] in
-            LedgerProjection(entries: try ScenarioDatabase.ledger(db, where: "subscription_key = \(key)"))
+        let folded = { (otid: String) throws -> [Interval] in
+            let key = ScenarioWorld.key(otid)
+            return LedgerProjection(entries: try ScenarioDatabase.ledger(db, where: "subscription_key = \(key)"))
                 .subscriptions[key]?.purchases.values.flatMap(\.intervals) ?? []
         }
         XCTAssertEqual(try folded(reversed), try folded(inOrder))

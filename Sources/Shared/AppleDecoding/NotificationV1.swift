@@ -45,21 +45,36 @@ public struct NotificationV1Decoder: Sendable {
         let transactions = transactionObjects.compactMap { ReceiptFields.transaction($0, bundleId: bundleId) }
         let renewals = renewalObjects.compactMap(ReceiptFields.renewal)
 
+        let topLevel = root.string("original_transaction_id")
+        // CANCEL's top-level facts (R15): https://developer.apple.com/documentation/appstoreservernotifications/cancellation_date_ms
         let meta = NotificationMeta(
             type: type, autoRenewStatus: root.bool("auto_renew_status"),
             autoRenewProductId: root.string("auto_renew_product_id"),
-            autoRenewStatusChangeDateMs: root.int64("auto_renew_status_change_date_ms"))
+            autoRenewStatusChangeDateMs: root.int64("auto_renew_status_change_date_ms"),
+            originalTransactionId: topLevel, webOrderLineItemId: root.string("web_order_line_item_id"),
+            cancellationDateMs: root.int64("cancellation_date_ms"), cancellationReason: root.string("cancellation_reason"),
+            expirationIntent: root.string("expiration_intent"))
 
         var keys = Set(transactions.map(\.originalTransactionId))
         keys.formUnion(renewals.map(\.originalTransactionId))
-        if let topLevel = root.string("original_transaction_id") { keys.insert(topLevel) }
+        if let topLevel { keys.insert(topLevel) }
         guard !keys.isEmpty else {
             return .failure(PermanentFailure("missing_field", "V1 \(type) notification names no original_transaction_id"))
         }
+        let candidates = keys.sorted().map { key in
+            V1BodySubject.Candidate(originalTransactionId: key,
+                                    renewsAs: renewals.first { $0.originalTransactionId == key }?.autoRenewProductId,
+                                    latestProduct: transactions.filter { $0.originalTransactionId == key }
+                                        .max { $0.purchaseDateMs < $1.purchaseDateMs }?.productId)
+        }
+        let subject = V1BodySubject.of(topLevelOriginalTransactionId: topLevel, autoRenewProductId: meta.autoRenewProductId,
+                                       candidates: candidates)
         let digest = EventDigest.hex(of: body)
         let events = keys.sorted().map { key in
             AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
-                       bundleId: bundleId, subscriptionKey: key, notification: meta,
+                       bundleId: bundleId,
+                       subscriptionKey: SubscriptionKey.make(originalTransactionId: key, environment: environment),
+                       notification: key == subject ? meta : meta.forAnotherSubscription,
                        transactions: transactions.filter { $0.originalTransactionId == key },
                        renewalInfo: renewals.first { $0.originalTransactionId == key },
                        receivedAtMs: receivedAtMs, rawPosition: rawPosition)

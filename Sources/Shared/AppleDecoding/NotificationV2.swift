@@ -74,11 +74,12 @@ public struct NotificationV2Decoder: Sendable {
             signedDateMs: payload.int64("signedDate"),
             autoRenewStatus: renewal?.autoRenewStatus, autoRenewProductId: renewal?.autoRenewProductId,
             status: data?.int("status"))
-        let key = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? "app:\(bundleId ?? verifier.bundleId)"
+        let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? "app:\(bundleId ?? verifier.bundleId)"
+        let environment = notification.environment.rawValue
         let eventId = "v2:" + (uuid ?? EventDigest.hex(of: Array(signedPayload.utf8)))
         return .success(AppleEvent(
-            eventId: eventId, source: .notificationV2, environment: notification.environment.rawValue,
-            bundleId: bundleId, subscriptionKey: key, notification: meta,
+            eventId: eventId, source: .notificationV2, environment: environment, bundleId: bundleId,
+            subscriptionKey: SubscriptionKey.make(originalTransactionId: original, environment: environment), notification: meta,
             transactions: transaction.map { [$0] } ?? [], renewalInfo: renewal,
             receivedAtMs: receivedAtMs, rawPosition: rawPosition))
     }
@@ -129,7 +130,9 @@ enum V2Facts {
             revocationType: f.string("revocationType"),
             revocationPercentage: f.int("revocationPercentage"),
             offerPeriod: f.string("offerPeriod"),
-            storefrontId: f.string("storefrontId"))
+            storefrontId: f.string("storefrontId"),
+            appTransactionId: f.string("appTransactionId"),
+            billingPlanType: f.string("billingPlanType"))
     }
 
     static func renewal(_ f: JSONFields) -> RenewalFacts? {

@@ -120,16 +120,18 @@ public struct MembershipWriter {
             rows.string("c", entry.commandId)
             rows.raw("ca", cause)
             rows.string("u", entry.userId)
+            rows.string("env", entry.environment)
             rows.endRow()
         }
         // One insert per batch, in the order the entries were made (entry ids follow it).
         try db.execute("""
             INSERT INTO ledger (subscription_key, kind, purchase_id, product_id, group_id, interval_start_ms, interval_end_ms,
-                                amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id)
-            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u
+                                amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id,
+                                environment)
+            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u, env
             FROM jsonb_to_recordset(\(rows.json)) AS t(i bigint, k text, kind text, p text, pr text, g text, s bigint, e bigint,
                                                     a integer, b jsonb, af jsonb, bal integer, ck text, r text, c text,
-                                                    ca jsonb, u text)
+                                                    ca jsonb, u text, env text)
             ORDER BY i
             """)
     }
@@ -143,6 +145,7 @@ public struct MembershipWriter {
             subscriptions.beginRow()
             subscriptions.string("k", state.subscriptionKey)
             subscriptions.string("u", state.userId)
+            subscriptions.string("env", state.environment)
             subscriptions.raw("s", try json(state))
             subscriptions.endRow()
             for group in state.groups {
@@ -156,9 +159,10 @@ public struct MembershipWriter {
             }
         }
         try db.execute("""
-            INSERT INTO subscriptions (subscription_key, user_id, state)
-            SELECT k, u, s FROM jsonb_to_recordset(\(subscriptions.json)) AS t(k text, u text, s jsonb)
-            ON CONFLICT (subscription_key) DO UPDATE SET user_id = EXCLUDED.user_id, state = EXCLUDED.state, updated_at = now()
+            INSERT INTO subscriptions (subscription_key, user_id, environment, state)
+            SELECT k, u, env, s FROM jsonb_to_recordset(\(subscriptions.json)) AS t(k text, u text, env text, s jsonb)
+            ON CONFLICT (subscription_key) DO UPDATE
+                SET user_id = EXCLUDED.user_id, environment = EXCLUDED.environment, state = EXCLUDED.state, updated_at = now()
             """)
         guard views.count > 0 else { return }
         try db.execute("""
@@ -192,6 +196,7 @@ public struct MembershipWriter {
                 rows.string("oc", grant.finance.offerCodeRefName)
                 rows.int("ot", grant.finance.offerType.map(Int64.init))
                 rows.string("oi", grant.finance.offerIdentifier)
+                rows.string("od", grant.finance.offerDiscountType)
                 rows.int("pm", grant.startMs)
                 rows.int("em", grant.endMs)
                 rows.int("cm", grant.cut?.atMs)
@@ -206,13 +211,13 @@ public struct MembershipWriter {
         try db.execute("""
             INSERT INTO grants (subscription_key, purchase_id, user_id, group_id, product_id, product_kind, transaction_id,
                                 original_transaction_id, grant_facts, is_trial, is_intro, promotional_offer_id,
-                                offer_code_ref_name, offer_type, offer_identifier, purchase_ms, expires_ms, cancellation_ms,
-                                cut_kind, environment, granted_start_ms, granted_end_ms)
-            SELECT t.k, t.p, t.u, t.g, t.pr, t.kd, t.tx, t.o, s.state->'grants'->t.p, t.tr, t.it, t.po, t.oc, t.ot, t.oi, t.pm,
-                   t.em, t.cm, t.ck, t.env, t.gs, t.ge
+                                offer_code_ref_name, offer_type, offer_identifier, offer_discount_type, purchase_ms, expires_ms,
+                                cancellation_ms, cut_kind, environment, granted_start_ms, granted_end_ms)
+            SELECT t.k, t.p, t.u, t.g, t.pr, t.kd, t.tx, t.o, s.state->'grants'->t.p, t.tr, t.it, t.po, t.oc, t.ot, t.oi, t.od,
+                   t.pm, t.em, t.cm, t.ck, t.env, t.gs, t.ge
             FROM jsonb_to_recordset(\(rows.json)) AS t(k text, p text, u text, g text, pr text, kd text, tx text, o text,
-                                                    tr boolean, it boolean, po text, oc text, ot integer, oi text, pm bigint,
-                                                    em bigint, cm bigint, ck text, env text, gs bigint, ge bigint)
+                                                    tr boolean, it boolean, po text, oc text, ot integer, oi text, od text,
+                                                    pm bigint, em bigint, cm bigint, ck text, env text, gs bigint, ge bigint)
             -- The grant's facts as stored in the state just written (saves encoding them twice).
             JOIN subscriptions s ON s.subscription_key = t.k
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
@@ -221,7 +226,7 @@ public struct MembershipWriter {
                 original_transaction_id = EXCLUDED.original_transaction_id, grant_facts = EXCLUDED.grant_facts,
                 is_trial = EXCLUDED.is_trial, is_intro = EXCLUDED.is_intro, promotional_offer_id = EXCLUDED.promotional_offer_id,
                 offer_code_ref_name = EXCLUDED.offer_code_ref_name, offer_type = EXCLUDED.offer_type,
-                offer_identifier = EXCLUDED.offer_identifier, purchase_ms = EXCLUDED.purchase_ms, expires_ms = EXCLUDED.expires_ms,
+                offer_identifier = EXCLUDED.offer_identifier, offer_discount_type = EXCLUDED.offer_discount_type, purchase_ms = EXCLUDED.purchase_ms, expires_ms = EXCLUDED.expires_ms,
                 cancellation_ms = EXCLUDED.cancellation_ms, cut_kind = EXCLUDED.cut_kind, environment = EXCLUDED.environment,
                 granted_start_ms = EXCLUDED.granted_start_ms, granted_end_ms = EXCLUDED.granted_end_ms, updated_at = now()
             """)

@@ -139,5 +139,13 @@ public enum Schema {
             PRIMARY KEY (group_id, topic, partition)
         );
         """),
+        Migration(version: 4, name: "environment on ledger lines and subscriptions, offer discount type", sql: """
+        -- R18: environments never merge (the subscription key carries a non-Production environment)
+        -- and support sees which environment every ledger line and subscription is from.
+        ALTER TABLE ledger ADD COLUMN environment text;
+        ALTER TABLE subscriptions ADD COLUMN environment text;
+        -- R10: a free offer period and a paid one differ in finance.
+        ALTER TABLE grants ADD COLUMN offer_discount_type text;
+        """),
     ]
 }

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 
 /// Apple inputs for the scenario tests (S1–S15), built in Apple's shapes: V1 bodies from
-/// `V1Bodies.template()` (post-2021 `unified_receipt` shape, string fields, "PROD",
+/// `V1Bodies.template()` (post-2021 `unified_receipt` shape, string fields, the environment a parameter,
 /// `auto_renew_status` "true"/"false" at the top and "1"/"0" in `pending_renewal_info`), V2 bodies
 /// signed with the generated Apple-shaped chain (TestSupport.GeneratedPKI, strict-valid X.509).
 enum ScenarioBodies {
@@ -52,15 +52,18 @@ enum ScenarioBodies {
     }
 
     /// A V1 notification of `type` for subscription `otid`: `transactions` go to
-    /// `unified_receipt.latest_receipt_info`, the renewal facts to `pending_renewal_info`.
+    /// `unified_receipt.latest_receipt_info`, the renewal facts to `pending_renewal_info`. Sandbox by
+    /// default, like the V2 bodies and the stub's receipts: environments never merge (R18), so one
+    /// scenario's inputs share one (`"PROD"` is the V1 spelling of Production).
     static func v1(_ type: String, otid: String, _ transactions: [Tx], autoRenew: Bool? = true, autoRenewProduct: String? = nil,
-                   statusChangeMs: Int64? = nil, billingRetry: Bool? = nil, graceUntilMs: Int64? = nil) throws -> [String: Any] {
+                   statusChangeMs: Int64? = nil, billingRetry: Bool? = nil, graceUntilMs: Int64? = nil,
+                   environment: String = "Sandbox") throws -> [String: Any] {
         var (body, template) = try template()
         body.removeValue(forKey: "latest_receipt_info")   // the post-2021 shape
         body.removeValue(forKey: "latest_receipt")
         body["notification_type"] = type
         body["bid"] = bundleId
-        body["environment"] = "PROD"
+        body["environment"] = environment
         let latest = transactions.max { $0.purchaseMs < $1.purchaseMs }
         let renewsAs = autoRenewProduct ?? latest?.product
         if let autoRenew { body["auto_renew_status"] = autoRenew ? "true" : "false" } else { body.removeValue(forKey: "auto_renew_status") }

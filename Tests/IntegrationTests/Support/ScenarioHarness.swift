@@ -83,19 +83,26 @@ final class ScenarioWorld: @unchecked Sendable {
         XCTAssertEqual(response.status, 200, response.text, file: file, line: line)
     }
 
-    func subscription(_ key: String) throws -> ScenarioSubscriptionView? {
-        let response = try HTTP.get("\(cluster.ingestURL)/v1/subscriptions/\(key)")
+    /// The subscription key of `otid` (R18: a non-Production environment is part of it). The scenario
+    /// inputs are Sandbox unless a test says otherwise.
+    static func key(_ otid: String, _ environment: String = "Sandbox") -> String {
+        SubscriptionKey.make(originalTransactionId: otid, environment: environment)
+    }
+
+    func subscription(_ otid: String, environment: String = "Sandbox") throws -> ScenarioSubscriptionView? {
+        let response = try HTTP.get("\(cluster.ingestURL)/v1/subscriptions/\(Self.key(otid, environment))")
         guard response.status == 200 else { return nil }
         return try JSONDecoder().decode(ScenarioSubscriptionView.self, from: response.body)
     }
 
     /// Waits until the subscription's view satisfies `condition`, then returns it.
     @discardableResult
-    func subscription(_ key: String, timeout: TimeInterval = 30, until condition: (ScenarioSubscriptionView) -> Bool) throws -> ScenarioSubscriptionView {
+    func subscription(_ key: String, environment: String = "Sandbox", timeout: TimeInterval = 30,
+                      until condition: (ScenarioSubscriptionView) -> Bool) throws -> ScenarioSubscriptionView {
         var last: ScenarioSubscriptionView?
         do {
-            try waitUntil("subscription \(key) reaches the expected state", timeout: timeout, interval: 0.1) {
-                last = try subscription(key)
+            try waitUntil("subscription \(key) (\(environment)) reaches the expected state", timeout: timeout, interval: 0.1) {
+                last = try subscription(key, environment: environment)
                 return last.map(condition) ?? false
             }
         } catch {
@@ -127,16 +134,17 @@ final class ScenarioWorld: @unchecked Sendable {
     }
 
     /// How many distinct inputs dedupe has seen for a subscription, and how many deliveries in all.
-    func seen(_ key: String) throws -> (inputs: Int, deliveries: Int) {
+    func seen(_ otid: String, environment: String = "Sandbox") throws -> (inputs: Int, deliveries: Int) {
         let db = try cluster.database()
         defer { db.close() }
+        let key = Self.key(otid, environment)
         let row = try db.query("SELECT count(*) AS n, coalesce(sum(deliveries), 0)::bigint AS d FROM seen_events WHERE subscription_key = \(key)").first
         return (try row?.int("n") ?? 0, try row?.int("d") ?? 0)
     }
 
-    func waitSeen(_ key: String, inputs: Int, deliveries: Int? = nil, timeout: TimeInterval = 30) throws {
+    func waitSeen(_ key: String, environment: String = "Sandbox", inputs: Int, deliveries: Int? = nil, timeout: TimeInterval = 30) throws {
         try waitUntil("dedupe saw \(inputs) inputs (\(deliveries ?? inputs) deliveries) of \(key)", timeout: timeout, interval: 0.1) {
-            let seen = try self.seen(key)
+            let seen = try self.seen(key, environment: environment)
             return seen.inputs >= inputs && seen.deliveries >= (deliveries ?? inputs)
         }
     }

@@ -113,7 +113,7 @@ public struct ReceiptUploadDecoder: Sendable {
         }
         let environment = receiptEnvironment(receipt.receiptType)
         return .success(group(facts, renewals: [], source: .appReceipt, environment: environment,
-                              bundleId: receipt.bundleId, prefix: "receipt", context))
+                              bundleId: receipt.bundleId, prefix: "receipt", statedAtMs: receipt.creationDateMs, context))
     }
 
     /// "Production" / "ProductionSandbox" / "Sandbox" / "Xcode" in attribute 0.
@@ -127,16 +127,18 @@ public struct ReceiptUploadDecoder: Sendable {
         }
     }
 
+    /// `statedAtMs`: the receipt's creation date, which orders its facts against newer ones (R14).
     static func group(_ facts: [TransactionFacts], renewals: [RenewalFacts], source: EventSource, environment: String,
-                      bundleId: String?, prefix: String, _ context: EventContext) -> [AppleEvent] {
+                      bundleId: String?, prefix: String, statedAtMs: Int64?, _ context: EventContext) -> [AppleEvent] {
         var keys = Set(facts.map(\.originalTransactionId))
         keys.formUnion(renewals.map(\.originalTransactionId))
         return keys.sorted().map { key in
             AppleEvent(eventId: "\(prefix):\(context.digest):\(key)", source: source, environment: environment,
-                       bundleId: bundleId, subscriptionKey: key,
+                       bundleId: bundleId, subscriptionKey: SubscriptionKey.make(originalTransactionId: key, environment: environment),
                        transactions: facts.filter { $0.originalTransactionId == key }.sorted { $0.purchaseDateMs < $1.purchaseDateMs },
                        renewalInfo: renewals.first { $0.originalTransactionId == key },
-                       appUserId: context.userId, receivedAtMs: context.receivedAtMs, rawPosition: context.rawPosition)
+                       appUserId: context.userId, receivedAtMs: context.receivedAtMs, rawPosition: context.rawPosition,
+                       statedAtMs: statedAtMs)
         }
     }
 }
@@ -174,7 +176,8 @@ enum VerifyReceiptResponse {
         }
         let environment = response.string("environment").map { normalizeEnvironment($0) } ?? endpoint.rawValue
         return .success(ReceiptUploadDecoder.group(facts, renewals: renewals, source: .verifyReceipt, environment: environment,
-                                                   bundleId: bundleId, prefix: "verify-receipt", context))
+                                                   bundleId: bundleId, prefix: "verify-receipt",
+                                                   statedAtMs: receipt?.int64("receipt_creation_date_ms"), context))
     }
 
     /// Some responses omit `original_transaction_id` in `pending_renewal_info`: attribute it to the

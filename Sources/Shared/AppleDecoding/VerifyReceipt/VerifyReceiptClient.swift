@@ -147,6 +147,11 @@ public struct VerifyReceiptClient: Sendable {
                     break
                 }
                 if status == 0 { return .valid(response: object, environment: environment) }
+                // 21006: valid, but the subscription has expired (iOS 6-style receipts). The data is
+                // there, and its refunds must be seen like any other.
+                if status == 21006, object["receipt"] != nil || object["latest_receipt_info"] != nil {
+                    return .valid(response: object, environment: environment)
+                }
                 // Redirects do not count as attempts: they are answers, not failures.
                 if status == 21007, !redirected.contains(.sandbox) {
                     redirected.insert(.sandbox)

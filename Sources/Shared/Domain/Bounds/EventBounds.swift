@@ -151,6 +151,10 @@ extension EventBounds {
             check.optionalId(grace.group, "gracePeriod.group")
             check.optionalDate(grace.fromMs, "gracePeriod.fromMs", range: grantTimes)
             check.date(grace.untilMs, "gracePeriod.untilMs", range: grantTimes)
+        case .endGrace(let end):
+            check.optionalId(end.productId, "endGrace.productId")
+            check.optionalId(end.group, "endGrace.group")
+            check.date(end.atMs, "endGrace.atMs", range: grantTimes)
         }
         return check.failure
     }

@@ -11,14 +11,26 @@ public struct Catalog: Codable, Sendable, Equatable {
     public var groups: [SubscriptionGroup]
     /// How purchases are mapped to app accounts (R6).
     public var accounts: AccountPolicy
+    /// R18: whether purchases made outside Production (Sandbox, Xcode, LocalTesting) grant.
+    public var nonProductionPurchases: NonProductionPolicy
+
+    /// Default `grant`: App Review buys in the sandbox with the production build, and must get what it
+    /// bought; such grants are marked with their environment everywhere.
+    public enum NonProductionPolicy: String, Codable, Sendable {
+        case grant
+        /// Recorded in the ledger, nothing granted.
+        case record
+    }
 
     public init(bundleId: String? = nil, products: [CatalogProduct] = [], promotionalOffers: [PromotionalOffer] = [],
-                groups: [SubscriptionGroup] = [], accounts: AccountPolicy = AccountPolicy()) {
+                groups: [SubscriptionGroup] = [], accounts: AccountPolicy = AccountPolicy(),
+                nonProductionPurchases: NonProductionPolicy = .grant) {
         self.bundleId = bundleId
         self.products = products
         self.promotionalOffers = promotionalOffers
         self.groups = groups
         self.accounts = accounts
+        self.nonProductionPurchases = nonProductionPurchases
     }
 
     public init(from decoder: any Decoder) throws {
@@ -28,6 +40,7 @@ public struct Catalog: Codable, Sendable, Equatable {
         promotionalOffers = try container.decodeIfPresent([PromotionalOffer].self, forKey: .promotionalOffers) ?? []
         groups = try container.decodeIfPresent([SubscriptionGroup].self, forKey: .groups) ?? []
         accounts = try container.decodeIfPresent(AccountPolicy.self, forKey: .accounts) ?? AccountPolicy()
+        nonProductionPurchases = try container.decodeIfPresent(NonProductionPolicy.self, forKey: .nonProductionPurchases) ?? .grant
     }
 
     public func product(_ id: String) -> CatalogProduct? { products.first { $0.id == id } }

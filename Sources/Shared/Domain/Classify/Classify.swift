@@ -7,45 +7,18 @@ public func classify(_ unique: UniqueEvent, catalog: Catalog) -> [MembershipComm
     return classification.commands
 }
 
-/// V1 and V2 notification types Apple documents (APPLE-REFERENCE.md §1, §2.1); anything else is
-/// kept raw and recorded.
-let knownNotificationTypes: Set<String> = [
-    "INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS",
-    "DID_FAIL_TO_RENEW", "DID_RECOVER", "CANCEL", "REFUND", "REVOKE", "PRICE_INCREASE_CONSENT", "CONSUMPTION_REQUEST",
-    "RENEWAL", "SUBSCRIBED", "OFFER_REDEEMED", "EXPIRED", "GRACE_PERIOD_EXPIRED", "PRICE_INCREASE", "REFUND_DECLINED",
-    "RENEWAL_EXTENDED", "TEST", "RENEWAL_EXTENSION", "REFUND_REVERSED", "EXTERNAL_PURCHASE_TOKEN", "ONE_TIME_CHARGE",
-    "RESCIND_CONSENT", "METADATA_UPDATE", "MIGRATION", "PRICE_CHANGE",
-]
-
-/// Types that bring a purchase: at the same instant, any other statement is newer.
-let purchaseTypes: Set<String> = ["INITIAL_BUY", "DID_RENEW", "INTERACTIVE_RENEWAL", "DID_RECOVER", "RENEWAL", "SUBSCRIBED",
-                                  "OFFER_REDEEMED", "ONE_TIME_CHARGE"]
-
-/// Types that inform without changing what a purchase grants: always recorded as evidence.
-let informationalTypes: [String: String] = [
-    "CONSUMPTION_REQUEST": "Apple asks for consumption data about a refund request",
-    "REFUND_DECLINED": "Apple declined the customer's refund request",
-    "PRICE_INCREASE_CONSENT": "Apple asks the customer to consent to a price increase",
-    "PRICE_INCREASE": "price increase notice",
-    "TEST": "test notification",
-    "RENEWAL_EXTENSION": "renewal-date extension request summary",
-    "EXTERNAL_PURCHASE_TOKEN": "external purchase token",
-    "METADATA_UPDATE": "subscription metadata update",
-    "MIGRATION": "subscription migration",
-    "PRICE_CHANGE": "price change",
-    "RESCIND_CONSENT": "consent rescinded",
-    "EXPIRED": "the subscription expired",
-    "GRACE_PERIOD_EXPIRED": "the billing grace period ended without recovery",
-]
-
 struct Classification {
     let unique: UniqueEvent
     let catalog: Catalog
     var commands: [MembershipCommand] = []
 
     var event: AppleEvent { unique.event }
-    var type: String? { event.notification?.type.uppercased() }
-    var subtype: String? { event.notification?.subtype?.uppercased() }
+    /// The typed notification type, when it is about this subscription (R16: a V1 body's type and
+    /// top-level facts describe one subscription of its `unified_receipt`, not the others).
+    var type: NotificationType? {
+        guard event.notification?.aboutAnotherSubscription != true else { return nil }
+        return event.notificationType
+    }
 
     /// How the input is named in reasons: `CANCEL`, `DID_CHANGE_RENEWAL_PREF/UPGRADE`, `app-receipt`.
     var via: String {
@@ -67,9 +40,11 @@ struct Classification {
         }
         linkUser()
         for change in unique.purchases { purchase(change) }
+        unmatchedTopLevelCancellation()
         let renewal = renewalState()
         if let renewal { add("renewal", .renewal(renewal), "\(via): renewal state", cause()) }
         gracePeriod(renewal)
+        graceEnded(renewal)
         recordNotification()
     }
 
@@ -77,8 +52,11 @@ struct Classification {
 
     mutating func linkUser() {
         let transfer = catalog.accounts.transfer
-        if let user = event.appUserId, !user.isEmpty {
-            add("link", .linkUser(UserLink(userId: user, via: "receipt-upload", transfer: transfer)),
+        if let raw = event.appUserId, !raw.isEmpty {
+            let user = UserId.normalized(raw)
+            // The upload is the claim (R17): when it was made, or when the receipt was, if later.
+            let claimed = max(event.receivedAtMs, event.appleStatedAtMs)
+            add("link", .linkUser(UserLink(userId: user, via: UserLink.receiptUpload, transfer: transfer, claimedAtMs: claimed)),
                 "receipt uploaded by app user \(user)", cause())
             return
         }
@@ -92,7 +70,9 @@ struct Classification {
             ?? event.renewalInfo?.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
         guard let token else { return }
         let user = token.lowercased()
-        add("link", .linkUser(UserLink(userId: user, via: "app-account-token", transfer: transfer)),
+        // R17: the token claims as of the first purchase that carries it; membership keeps the earliest.
+        let claimed = carriers.filter { $0.appAccountToken?.lowercased() == user }.map(\.purchaseDateMs).min()
+        add("link", .linkUser(UserLink(userId: user, via: UserLink.appAccountToken, transfer: transfer, claimedAtMs: claimed)),
             "\(via) carries appAccountToken \(user)", cause())
     }
 
@@ -108,10 +88,10 @@ struct Classification {
         if product == nil { notes.append("\(t.productId) is not in the catalog, kind \(kind.rawValue) inferred from Apple's facts") }
         switch kind {
         case .autoRenewable:
-            end = t.expiresDateMs ?? product?.durationDays.map { periodEnd(start: start, days: $0) }
+            end = t.expiresDateMs.map(wholeSecond) ?? product?.durationDays.map { periodEnd(start: start, days: $0) }
         case .nonRenewing:
             // Apple sends no expiry for non-renewing subscriptions: the catalog's duration decides (R13).
-            end = product?.durationDays.map { periodEnd(start: start, days: $0) } ?? t.expiresDateMs
+            end = product?.durationDays.map { periodEnd(start: start, days: $0) } ?? t.expiresDateMs.map(wholeSecond)
             if end == nil {
                 kind = .unknown
                 notes.append("non-renewing product without a catalog duration")
@@ -136,11 +116,18 @@ struct Classification {
             reason += " \(change.kind == .new ? "grants" : "now grants") \(Interval(startMs: start, endMs: end).description)"
         }
         if let cancellation { reason += "; cancelled at \(TimeText.iso(cancellation.cut.atMs)): \(cancellation.explanation)" }
+        if event.environment != SubscriptionKey.production { notes.append("\(event.environment) purchase") }
         if grant.finance.isTrial { notes.append("free trial") }
         if grant.finance.isIntro { notes.append("introductory offer") }
         if let offer = grant.finance.promotionalOfferId { notes.append("promotional offer \(offer)") }
         if let code = grant.finance.offerCodeRefName { notes.append("offer code \(code)") }
         if !notes.isEmpty { reason += " [\(notes.joined(separator: "; "))]" }
+        if event.environment != SubscriptionKey.production, catalog.nonProductionPurchases == .record {
+            add("p:\(change.purchaseId)", .record("non-production"),
+                "\(reason); nothing granted: the catalog grants no \(event.environment) purchases (R18)",
+                cause(t, purchaseId: change.purchaseId))
+            return
+        }
         add("p:\(change.purchaseId)", .purchase(grant), reason, cause(t, purchaseId: change.purchaseId))
     }
 
@@ -150,10 +137,10 @@ struct Classification {
     /// with no `cancellation_reason`; `auto_renew_status` then separates (a) switch from (b) turn off
     /// and switch. Without switch markers it is (c) a refund by Apple support.
     func cancellation(of t: TransactionFacts) -> (cut: Cut, explanation: String)? {
-        guard let at = t.cancellationDateMs else { return nil }
+        guard let at = t.cancellationDateMs.map(wholeSecond) else { return nil }
         let appleReason = t.cancellationReason
         let why = appleReason.map { $0 == "1" ? "cancellation_reason 1 (an issue in the app)" : "cancellation_reason \($0) (another reason)" }
-        if t.revocationType == "FAMILY_REVOKE" || type == "REVOKE" {
+        if t.typedRevocationType == .familyRevoke || type?.isRevoke == true {
             return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
         }
         let replacement = event.transactions
@@ -165,10 +152,12 @@ struct Classification {
         if t.isUpgraded == true { markers.append("is_upgraded") }
         if let replacement { markers.append("\(replacement.productId) bought at \(TimeText.iso(replacement.purchaseDateMs))") }
         if let nextProduct, appleReason == nil { markers.append("auto_renew_product_id \(nextProduct)") }
-        let refundType = type == "REFUND" && t.isUpgraded != true
+        let refundType = type?.isRefund == true && t.isUpgraded != true
         guard !markers.isEmpty, !refundType else {
-            let kind = t.revocationType == "REFUND_PRORATED" ? "prorated refund" : "refund"
-            return (Cut(atMs: at, kind: .refund, appleReason: appleReason),
+            let prorated = t.typedRevocationType == .refundProrated
+            let share = prorated ? t.revocationPercentage : nil
+            let kind = prorated ? "prorated refund\(share.map { " of \(Double($0) / 1000)%" } ?? "")" : "refund"
+            return (Cut(atMs: at, kind: .refund, appleReason: appleReason, refundedShare: share),
                     "\(kind) by Apple support\(why.map { ", \($0)" } ?? "") (R3 c)")
         }
         let target = replacement?.productId ?? nextProduct
@@ -185,12 +174,13 @@ struct Classification {
 
     func finance(_ t: TransactionFacts) -> FinanceFlags {
         // V2 says it through offerType (1 intro, 2 promotional, 3 offer code) and offerDiscountType.
-        let trial = t.isTrialPeriod ?? (t.offerType == 1 && t.offerDiscountType == "FREE_TRIAL")
-        let intro = t.isInIntroOfferPeriod ?? (t.offerType == 1 && t.offerDiscountType != "FREE_TRIAL")
+        let trial = t.isTrialPeriod ?? (t.offerType == 1 && t.typedOfferDiscountType == .freeTrial)
+        let intro = t.isInIntroOfferPeriod ?? (t.offerType == 1 && t.typedOfferDiscountType != .freeTrial)
         return FinanceFlags(isTrial: trial, isIntro: intro,
                             promotionalOfferId: t.promotionalOfferId ?? (t.offerType == 2 ? t.offerIdentifier : nil),
                             offerCodeRefName: t.offerCodeRefName ?? (t.offerType == 3 ? t.offerIdentifier : nil),
-                            offerType: t.offerType, offerIdentifier: t.offerIdentifier)
+                            offerType: t.offerType, offerIdentifier: t.offerIdentifier,
+                            offerDiscountType: t.offerDiscountType, offerPeriod: t.offerPeriod)
     }
 
     // MARK: renewal state, grace period
@@ -199,11 +189,7 @@ struct Classification {
         let info = event.renewalInfo
         let note = event.notification
         // Without pending_renewal_info a V1 body still says what happened through its type.
-        let retryByType: Bool? = switch type {
-        case "DID_FAIL_TO_RENEW": true
-        case "DID_RECOVER": false
-        default: nil
-        }
+        let retryByType: Bool? = type?.failedRenewal == true ? true : type?.recovered == true ? false : nil
         let autoRenew = note?.autoRenewStatus ?? info?.autoRenewStatus
         let nextProduct = info?.autoRenewProductId ?? note?.autoRenewProductId
         guard info != nil || autoRenew != nil || nextProduct != nil || retryByType != nil else { return nil }
@@ -212,8 +198,8 @@ struct Classification {
         let pending = product.flatMap { current in nextProduct.flatMap { $0 != current ? catalog.relation(from: current, to: $0).rawValue : nil } }
         return RenewalState(autoRenewStatus: autoRenew, productId: product, autoRenewProductId: nextProduct,
                             isInBillingRetry: info?.isInBillingRetryPeriod ?? retryByType,
-                            gracePeriodExpiresMs: info?.gracePeriodExpiresDateMs, asOfMs: asOf,
-                            pendingChange: pending, expirationIntent: info?.expirationIntent,
+                            gracePeriodExpiresMs: info?.gracePeriodExpiresDateMs.map(wholeSecond), asOfMs: asOf,
+                            pendingChange: pending, expirationIntent: info?.expirationIntent ?? note?.expirationIntent,
                             priceIncreaseStatus: info?.priceIncreaseStatus,
                             asOfRank: asOfRank, sourceEventId: event.eventId)
     }
@@ -226,42 +212,66 @@ struct Classification {
     /// recovery at the instant a renewal failed came after the failure (grace period recovery keeps
     /// the original renewal date).
     var asOfRank: Int {
-        switch type {
-        case nil: return 0
-        case "DID_RENEW", "DID_RECOVER", "RENEWAL": return 2
-        case let type? where purchaseTypes.contains(type): return 0
-        default: return 1
+        switch type?.role {
+        case nil, .purchase?: return 0
+        case .renewal?: return 2
+        case .change?: return 1
         }
     }
 
     var asOf: Int64 {
+        if let stated = event.statedAtMs { return stated }   // a receipt's creation date (R14)
         var dates = [event.notification?.signedDateMs, event.notification?.autoRenewStatusChangeDateMs]
             + event.transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }
-        if type == "DID_FAIL_TO_RENEW" { dates += event.transactions.map(\.expiresDateMs) }
+        if type?.failedRenewal == true { dates += event.transactions.map(\.expiresDateMs) }
         return dates.compactMap { $0 }.max() ?? event.receivedAtMs
     }
 
     mutating func gracePeriod(_ renewal: RenewalState?) {
         guard let renewal, let until = renewal.gracePeriodExpiresMs,
-              renewal.isInBillingRetry == true || type == "DID_FAIL_TO_RENEW" else { return }
+              renewal.isInBillingRetry == true || type?.failedRenewal == true else { return }
         // Apple keeps serving through the grace period (DID_FAIL_TO_RENEW / GRACE_PERIOD).
         let product = renewal.productId
-        let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max()
+        let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max().map(wholeSecond)
         let group = product.flatMap { catalog.product($0)?.entitlementGroup }
         add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)),
             "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
     }
 
+    /// Apple ends a grace period early with GRACE_PERIOD_EXPIRED: service stops then, not at the
+    /// grace end granted earlier.
+    mutating func graceEnded(_ renewal: RenewalState?) {
+        guard type?.endsGrace == true else { return }
+        let product = renewal?.productId ?? event.transactions.last?.productId
+        let group = product.flatMap { catalog.product($0)?.entitlementGroup }
+        add("grace-end", .endGrace(GraceEnd(productId: product, group: group, atMs: wholeSecond(asOf))),
+            "\(via): Apple ended the billing grace period at \(TimeText.iso(wholeSecond(asOf)))", cause())
+    }
+
     // MARK: evidence
+
+    /// R15: a top-level CANCEL that names no purchase of this input or of dedupe's memory is still
+    /// evidence (R4), never dropped.
+    mutating func unmatchedTopLevelCancellation() {
+        guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else { return }
+        let cancelled = unique.purchases.map(\.transaction) + event.transactions
+        let matched = cancelled.contains { t in
+            t.cancellationDateMs != nil && (meta.webOrderLineItemId.map { $0 == t.webOrderLineItemId } ?? true)
+        }
+        guard !matched else { return }
+        let web = meta.webOrderLineItemId.map { " web_order_line_item_id \($0)" } ?? ""
+        add("cancel", .record("unmatched-cancellation"),
+            "\(via): cancellation at \(TimeText.iso(at))\(web) names no purchase known here: recorded, nothing cut (R15)", cause())
+    }
 
     /// Informational and unknown types are evidence on their own. A known type that brings nothing
     /// new (Apple telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
     mutating func recordNotification() {
-        guard let type else { return }
-        if let what = informationalTypes[type] {
-            add("record", .record(type), "\(via): \(what)", cause())
-        } else if !knownNotificationTypes.contains(type) {
-            add("record", .record(type), "\(via): notification type unknown to this version, kept raw and recorded", cause())
+        guard let type, let raw = event.notification?.type else { return }
+        if case .unknown = type {
+            add("record", .record(raw), "\(via): notification type unknown to this version, kept raw and recorded", cause())
+        } else if let what = type.information {
+            add("record", .record(raw), "\(via): \(what)", cause())
         }
     }
 
@@ -271,7 +281,7 @@ struct Classification {
         Cause(source: event.source, eventId: event.eventId, notificationType: event.notification?.type,
               notificationSubtype: event.notification?.subtype, notificationUUID: event.notification?.uuid,
               transactionId: transaction?.transactionId, purchaseId: purchaseId, rawPosition: event.rawPosition,
-              decodedPosition: unique.decodedPosition)
+              decodedPosition: unique.decodedPosition, environment: event.environment)
     }
 
     mutating func add(_ suffix: String, _ action: MembershipCommand.Action, _ reason: String, _ cause: Cause) {
@@ -291,6 +301,11 @@ func firstTransactionId(_ change: PurchaseChange) -> String {
 func periodEnd(start: Int64, days: Int) -> Int64 {
     start.saturatingAdding(Int64(days).saturatingMultiplied(by: 86_400_000))
 }
+
+/// Expiries, cancellations and grace ends at second precision, like purchase dates (R1): copies of
+/// one date differ in milliseconds (a receipt writes whole seconds), which must never show as a
+/// sub-second cut or extension.
+func wholeSecond(_ ms: Int64) -> Int64 { PurchaseIdentity.secondStartMs(ofMs: ms) }
 
 /// Without a catalog entry, Apple's own `type` (V2) decides, else an expiry means a subscription.
 func inferredKind(_ t: TransactionFacts) -> ProductKind {

@@ -3,11 +3,15 @@ public struct KnownPurchase: Codable, Sendable, Equatable {
     public var purchaseId: String
     public var facts: TransactionFacts
     public var aliases: [String]
+    /// When Apple stated the cancellation status in `facts` (cancelled or not), R14. nil in records
+    /// written before it was kept: then the cancellation date (or nothing) stands for it.
+    public var cancellationStatedAtMs: Int64?
 
-    public init(purchaseId: String, facts: TransactionFacts, aliases: [String]) {
+    public init(purchaseId: String, facts: TransactionFacts, aliases: [String], cancellationStatedAtMs: Int64? = nil) {
         self.purchaseId = purchaseId
         self.facts = facts
         self.aliases = aliases
+        self.cancellationStatedAtMs = cancellationStatedAtMs
     }
 }
 
@@ -36,24 +40,28 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase]) -> DedupeResult {
     var changes: [String: PurchaseChange] = [:]
     var order: [String] = []
     var touched: Set<String> = []
-    // V2 REFUND_REVERSED: Apple reinstated a refunded purchase; its transaction no longer carries a
-    // revocation, which "latest non-nil wins" would otherwise never forget.
-    let reinstates = event.notification?.type == "REFUND_REVERSED"
-    let reported = event.transactions.sorted { ($0.purchaseDateMs, $0.transactionId) < ($1.purchaseDateMs, $1.transactionId) }
+    let statedAt = event.appleStatedAtMs
+    let reported = withTopLevelCancellation(event, known: known)
+        .sorted { ($0.purchaseDateMs, $0.transactionId) < ($1.purchaseDateMs, $1.transactionId) }
     for transaction in reported {
         let identity = PurchaseIdentity(subscriptionKey: event.subscriptionKey, bundleId: event.bundleId,
                                         transaction: transaction).description
         let change: PurchaseChange?
+        let copy = CancellationStatement(transaction, statedAtMs: statedAt)
         if let index = match(transaction, identity: identity, in: memory) {
             var purchase = memory[index]
-            let merged = merge(purchase.facts, with: transaction, reinstate: reinstates)
+            var merged = merge(purchase.facts, with: transaction)
+            let current = CancellationStatement(purchase)
+            let winner = copy.isNewer(than: current) ? copy : current
+            winner.apply(to: &merged)
             let factsChanged = materiallyDiffers(purchase.facts, merged)
-            var recordChanged = factsChanged || merged != purchase.facts
+            var recordChanged = factsChanged || merged != purchase.facts || purchase.cancellationStatedAtMs != winner.statedAtMs
             if !purchase.aliases.contains(transaction.transactionId) {
                 purchase.aliases.append(transaction.transactionId)
                 recordChanged = true
             }
             purchase.facts = merged
+            purchase.cancellationStatedAtMs = winner.statedAtMs
             memory[index] = purchase
             if recordChanged { touched.insert(purchase.purchaseId) }
             change = factsChanged ? PurchaseChange(purchaseId: purchase.purchaseId, kind: .changed,
@@ -65,7 +73,8 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase]) -> DedupeResult {
             if memory.contains(where: { $0.purchaseId == identity }), let web = transaction.webOrderLineItemId {
                 id = "\(identity)|w:\(web)"
             }
-            let purchase = KnownPurchase(purchaseId: id, facts: transaction, aliases: [transaction.transactionId])
+            let purchase = KnownPurchase(purchaseId: id, facts: transaction, aliases: [transaction.transactionId],
+                                         cancellationStatedAtMs: copy.statedAtMs)
             memory.append(purchase)
             touched.insert(id)
             change = PurchaseChange(purchaseId: id, kind: .new, transaction: transaction, aliases: purchase.aliases)
@@ -79,6 +88,85 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase]) -> DedupeResult {
         }
     }
     return DedupeResult(changes: order.compactMap { changes[$0] }, updated: memory, touched: touched)
+}
+
+/// R15: a V1 CANCEL names the cancelled purchase event at its top level (`web_order_line_item_id`,
+/// `cancellation_date_ms`), and `latest_receipt_info` need not show it cancelled, or at all. The
+/// reported transactions, with the top-level cancellation put on the copy it names: one in the input
+/// (by web order id, else the subscription's period that contains the cancellation instant), else
+/// the known purchase with that web order id. A cancellation that names nothing changes nothing here;
+/// classify records it.
+public func withTopLevelCancellation(_ event: AppleEvent, known: [KnownPurchase]) -> [TransactionFacts] {
+    var transactions = event.transactions
+    guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else {
+        return transactions
+    }
+    func named(_ t: TransactionFacts) -> Bool {
+        if let web = meta.webOrderLineItemId { return t.webOrderLineItemId == web }
+        if let otid = meta.originalTransactionId, t.originalTransactionId != otid { return false }
+        return t.purchaseDateMs <= at && at < (t.expiresDateMs ?? Int64.max)
+    }
+    func cancelled(_ t: TransactionFacts) -> TransactionFacts {
+        guard t.cancellationDateMs == nil else { return t }
+        var copy = t
+        copy.cancellationDateMs = at
+        copy.cancellationReason = meta.cancellationReason ?? t.cancellationReason
+        return copy
+    }
+    if let index = transactions.lastIndex(where: named) {
+        transactions[index] = cancelled(transactions[index])
+    } else if let purchase = known.last(where: { named($0.facts) }) {
+        transactions.append(cancelled(purchase.facts))
+    }
+    return transactions
+}
+
+/// R14: a purchase's cancellation status (cancelled at a date, or not cancelled) as Apple stated it
+/// at a time. Only a newer statement replaces it, so Apple's retry of a REFUND after its
+/// REFUND_REVERSED, or an older receipt copy that still shows the refund, changes nothing. Statements
+/// are totally ordered (time, then "cancelled" over "not", then the earlier cancellation), so copies
+/// arriving in any order converge.
+struct CancellationStatement {
+    var dateMs: Int64?
+    var reason: String?
+    var revocationType: String?
+    var revocationPercentage: Int?
+    var statedAtMs: Int64
+
+    /// A reported copy: a cancellation cannot have been stated before it happened.
+    init(_ t: TransactionFacts, statedAtMs: Int64) {
+        dateMs = t.cancellationDateMs
+        reason = t.cancellationReason
+        revocationType = t.revocationType
+        revocationPercentage = t.revocationPercentage
+        self.statedAtMs = max(statedAtMs, t.cancellationDateMs ?? Int64.min)
+    }
+
+    /// What is known (records from before R14 have no statement time: their cancellation date stands for it).
+    init(_ purchase: KnownPurchase) {
+        let t = purchase.facts
+        dateMs = t.cancellationDateMs
+        reason = t.cancellationReason
+        revocationType = t.revocationType
+        revocationPercentage = t.revocationPercentage
+        statedAtMs = purchase.cancellationStatedAtMs ?? t.cancellationDateMs ?? Int64.min
+    }
+
+    func isNewer(than other: CancellationStatement) -> Bool {
+        if statedAtMs != other.statedAtMs { return statedAtMs > other.statedAtMs }
+        switch (dateMs, other.dateMs) {
+        case (let mine?, let theirs?): return mine < theirs
+        case (.some, nil): return true
+        default: return false
+        }
+    }
+
+    func apply(to facts: inout TransactionFacts) {
+        facts.cancellationDateMs = dateMs
+        facts.cancellationReason = reason
+        facts.revocationType = revocationType
+        facts.revocationPercentage = revocationPercentage
+    }
 }
 
 /// Which known purchase a reported transaction is a copy of, if any (R1):
@@ -106,26 +194,15 @@ func match(_ transaction: TransactionFacts, identity: String, in memory: [KnownP
 
 /// Merges a new copy of a purchase into what is known. The rules commute, so copies arriving in any
 /// order give the same facts (S14, S15): the earliest purchase instant (copies differ only in
-/// milliseconds), the latest expiry (Apple only ever extends one), the earliest cancellation, and
-/// "true" wins for the once-set flags. Other fields take the latest non-nil value.
-func merge(_ old: TransactionFacts, with new: TransactionFacts, reinstate: Bool = false) -> TransactionFacts {
+/// milliseconds), the latest expiry (Apple only ever extends one), and "true" wins for the once-set
+/// flags. Other fields take the latest non-nil value. The cancellation status is not merged but
+/// taken from the newer statement (`CancellationStatement`, R14).
+func merge(_ old: TransactionFacts, with new: TransactionFacts) -> TransactionFacts {
     var merged = old
     merged.purchaseDateMs = min(old.purchaseDateMs, new.purchaseDateMs)
     merged.webOrderLineItemId = old.webOrderLineItemId ?? new.webOrderLineItemId
     merged.originalPurchaseDateMs = minimum(old.originalPurchaseDateMs, new.originalPurchaseDateMs)
     merged.expiresDateMs = maximum(old.expiresDateMs, new.expiresDateMs)
-    if reinstate && new.cancellationDateMs == nil {
-        merged.cancellationDateMs = nil
-        merged.cancellationReason = nil
-        merged.revocationType = nil
-    } else if let newCancel = new.cancellationDateMs, old.cancellationDateMs.map({ newCancel < $0 }) ?? true {
-        merged.cancellationDateMs = newCancel
-        merged.cancellationReason = new.cancellationReason ?? old.cancellationReason
-        merged.revocationType = new.revocationType ?? old.revocationType
-    } else {
-        merged.cancellationReason = old.cancellationReason ?? new.cancellationReason
-        merged.revocationType = old.revocationType ?? new.revocationType
-    }
     merged.isUpgraded = either(old.isUpgraded, new.isUpgraded)
     merged.isTrialPeriod = either(old.isTrialPeriod, new.isTrialPeriod)
     merged.isInIntroOfferPeriod = either(old.isInIntroOfferPeriod, new.isInIntroOfferPeriod)
@@ -142,6 +219,9 @@ func merge(_ old: TransactionFacts, with new: TransactionFacts, reinstate: Bool 
     merged.transactionReason = new.transactionReason ?? old.transactionReason
     merged.price = new.price ?? old.price
     merged.currency = new.currency ?? old.currency
+    merged.offerPeriod = new.offerPeriod ?? old.offerPeriod
+    merged.appTransactionId = new.appTransactionId ?? old.appTransactionId
+    merged.billingPlanType = new.billingPlanType ?? old.billingPlanType
     merged.bundleId = old.bundleId ?? new.bundleId
     return merged
 }
@@ -164,13 +244,16 @@ private func either(_ a: Bool?, _ b: Bool?) -> Bool? {
 }
 
 /// Facts that change what membership grants or what finance sees. The purchase instant is not one
-/// of them: membership grants from the purchase *second* (R1), which copies share.
+/// of them: membership grants from the purchase *second* (R1), which copies share; expiry and
+/// cancellation are compared at the second too (a receipt writes whole seconds, V2 milliseconds).
 func materiallyDiffers(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
-    a.expiresDateMs != b.expiresDateMs || a.cancellationDateMs != b.cancellationDateMs
+    func second(_ ms: Int64?) -> Int64? { ms.map(PurchaseIdentity.second(ofMs:)) }
+    return second(a.expiresDateMs) != second(b.expiresDateMs) || second(a.cancellationDateMs) != second(b.cancellationDateMs)
         || a.cancellationReason != b.cancellationReason || a.isUpgraded != b.isUpgraded
         || a.isTrialPeriod != b.isTrialPeriod || a.isInIntroOfferPeriod != b.isInIntroOfferPeriod
         || a.promotionalOfferId != b.promotionalOfferId || a.offerCodeRefName != b.offerCodeRefName
         || a.offerType != b.offerType || a.offerIdentifier != b.offerIdentifier
         || a.revocationType != b.revocationType || a.appAccountToken != b.appAccountToken
-        || a.productType != b.productType || a.quantity != b.quantity
+        || a.productType != b.productType || a.quantity != b.quantity || a.revocationPercentage != b.revocationPercentage
+        || a.offerDiscountType != b.offerDiscountType || a.offerPeriod != b.offerPeriod
 }

@@ -28,11 +28,15 @@ public struct AppleEvent: Codable, Sendable, Equatable {
     public var receivedAtMs: Int64
     /// Where the raw input sits in Kafka (cause chain for the ledger).
     public var rawPosition: RecordPosition?
+    /// When Apple stated this input's facts, where the input says so in a signed field (R14): a
+    /// receipt's creation date. V2 says it as `notification.signedDateMs`; V1 bodies have no such time.
+    public var statedAtMs: Int64?
 
     public init(eventId: String, source: EventSource, environment: String, bundleId: String?,
                 subscriptionKey: String, notification: NotificationMeta? = nil,
                 transactions: [TransactionFacts] = [], renewalInfo: RenewalFacts? = nil,
-                appUserId: String? = nil, receivedAtMs: Int64, rawPosition: RecordPosition? = nil) {
+                appUserId: String? = nil, receivedAtMs: Int64, rawPosition: RecordPosition? = nil,
+                statedAtMs: Int64? = nil) {
         self.schema = AppleEvent.schemaVersion
         self.eventId = eventId
         self.source = source
@@ -45,6 +49,19 @@ public struct AppleEvent: Codable, Sendable, Equatable {
         self.appUserId = appUserId
         self.receivedAtMs = receivedAtMs
         self.rawPosition = rawPosition
+        self.statedAtMs = statedAtMs
+    }
+
+    /// R14: the time Apple stated this input's facts, which orders facts that can flip (a
+    /// cancellation and its reversal, renewal state). V2's signed date, a receipt's creation date;
+    /// for a V1 body (no signed time) the latest date it carries, since Apple cannot have stated a
+    /// fact before it happened; our receive time only when the input carries no date at all.
+    public var appleStatedAtMs: Int64 {
+        if let statedAtMs { return statedAtMs }
+        if let signed = notification?.signedDateMs { return signed }
+        let dates = [notification?.autoRenewStatusChangeDateMs, notification?.cancellationDateMs]
+            + transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }
+        return dates.compactMap { $0 }.max() ?? receivedAtMs
     }
 }
 
@@ -70,10 +87,24 @@ public struct NotificationMeta: Codable, Sendable, Equatable {
     public var autoRenewStatusChangeDateMs: Int64?
     /// V2 `data.status` (1 active ... 5 revoked), raw.
     public var status: Int?
+    /// V1 top level: the subscription the top-level facts describe, and for CANCEL the cancelled
+    /// purchase event and its time (R15). Apple documents `cancellation_date_ms`,
+    /// `web_order_line_item_id` and `original_transaction_id` at the top level of a CANCEL body.
+    /// https://developer.apple.com/documentation/appstoreservernotifications/responsebodyv1
+    public var originalTransactionId: String?
+    public var webOrderLineItemId: String?
+    public var cancellationDateMs: Int64?
+    public var cancellationReason: String?
+    public var expirationIntent: String?
+    /// R16: true on the events a V1 body makes for the *other* subscriptions of its
+    /// `unified_receipt`: the type and top-level facts are not about them.
+    public var aboutAnotherSubscription: Bool?
 
     public init(type: String, subtype: String? = nil, uuid: String? = nil, signedDateMs: Int64? = nil,
                 autoRenewStatus: Bool? = nil, autoRenewProductId: String? = nil,
-                autoRenewStatusChangeDateMs: Int64? = nil, status: Int? = nil) {
+                autoRenewStatusChangeDateMs: Int64? = nil, status: Int? = nil, originalTransactionId: String? = nil,
+                webOrderLineItemId: String? = nil, cancellationDateMs: Int64? = nil, cancellationReason: String? = nil,
+                expirationIntent: String? = nil, aboutAnotherSubscription: Bool? = nil) {
         self.type = type
         self.subtype = subtype
         self.uuid = uuid
@@ -82,6 +113,17 @@ public struct NotificationMeta: Codable, Sendable, Equatable {
         self.autoRenewProductId = autoRenewProductId
         self.autoRenewStatusChangeDateMs = autoRenewStatusChangeDateMs
         self.status = status
+        self.originalTransactionId = originalTransactionId
+        self.webOrderLineItemId = webOrderLineItemId
+        self.cancellationDateMs = cancellationDateMs
+        self.cancellationReason = cancellationReason
+        self.expirationIntent = expirationIntent
+        self.aboutAnotherSubscription = aboutAnotherSubscription
+    }
+
+    /// What the events for the other subscriptions of a V1 body keep (R16): the type, for the cause.
+    public var forAnotherSubscription: NotificationMeta {
+        NotificationMeta(type: type, subtype: subtype, uuid: uuid, signedDateMs: signedDateMs, aboutAnotherSubscription: true)
     }
 }
 
@@ -129,6 +171,10 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
     /// V2 `offerPeriod` (ISO 8601 duration of the offer, e.g. "P1M"), for finance (R10).
     public var offerPeriod: String?
     public var storefrontId: String?
+    /// V2 `appTransactionId` (the app download's id) and `billingPlanType` (how a subscription is
+    /// billed, e.g. monthly payments for a yearly commitment), raw: kept for support and finance (R19).
+    public var appTransactionId: String?
+    public var billingPlanType: String?
 
     public init(transactionId: String, originalTransactionId: String, webOrderLineItemId: String? = nil,
                 productId: String, bundleId: String? = nil, purchaseDateMs: Int64,
@@ -140,7 +186,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
                 inAppOwnershipType: String? = nil, subscriptionGroupIdentifier: String? = nil,
                 appAccountToken: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
                 price: Int64? = nil, currency: String? = nil, revocationType: String? = nil,
-                revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil) {
+                revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil,
+                appTransactionId: String? = nil, billingPlanType: String? = nil) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.webOrderLineItemId = webOrderLineItemId
@@ -172,6 +219,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
         self.revocationPercentage = revocationPercentage
         self.offerPeriod = offerPeriod
         self.storefrontId = storefrontId
+        self.appTransactionId = appTransactionId
+        self.billingPlanType = billingPlanType
     }
 }
 

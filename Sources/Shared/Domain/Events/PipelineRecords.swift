@@ -42,10 +42,13 @@ public struct Cause: Codable, Sendable, Equatable {
     public var purchaseId: String?
     public var rawPosition: RecordPosition?
     public var decodedPosition: RecordPosition?
+    /// Apple's environment of the input (R18): support sees a Sandbox purchase as one.
+    public var environment: String?
 
     public init(source: EventSource, eventId: String, notificationType: String? = nil,
                 notificationSubtype: String? = nil, notificationUUID: String? = nil, transactionId: String? = nil,
-                purchaseId: String? = nil, rawPosition: RecordPosition? = nil, decodedPosition: RecordPosition? = nil) {
+                purchaseId: String? = nil, rawPosition: RecordPosition? = nil, decodedPosition: RecordPosition? = nil,
+                environment: String? = nil) {
         self.source = source
         self.eventId = eventId
         self.notificationType = notificationType
@@ -55,5 +58,6 @@ public struct Cause: Codable, Sendable, Equatable {
         self.purchaseId = purchaseId
         self.rawPosition = rawPosition
         self.decodedPosition = decodedPosition
+        self.environment = environment
     }
 }

@@ -61,6 +61,7 @@ extension MembershipBook {
     public mutating func apply(_ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         if subscriptions[key] == nil { subscriptions[key] = SubscriptionState(subscriptionKey: key) }
+        if let environment = command.cause.environment { subscriptions[key]!.environment = environment }
         switch command.action {
         case .linkUser(let link):
             return applyLink(link, command)
@@ -72,6 +73,8 @@ extension MembershipBook {
             return applyPurchase(grant, command)
         case .gracePeriod(let grace):
             return applyGrace(grace, command)
+        case .endGrace(let end):
+            return applyGraceEnd(end, command)
         }
     }
 
@@ -117,11 +120,12 @@ extension MembershipBook {
         return entries
     }
 
-    /// Consumables are credited exactly once per transaction; a refund debits the credit, even when
-    /// the balance goes negative (R13).
+    /// Consumables are credited exactly once per transaction; a refund debits the credit (a prorated
+    /// one its refunded share, R19), even when the balance goes negative (R13).
     private mutating func reconcileCredit(_ grant: PurchaseGrant, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
-        let target = grant.cut == nil ? (grant.credit ?? 1) : 0
+        let credit = grant.credit ?? 1
+        let target = credit - (grant.cut?.refundedUnits(of: credit) ?? 0)
         let current = subscriptions[key]!.credited[grant.purchaseId] ?? 0
         subscriptions[key]!.credited[grant.purchaseId] = target
         guard target != current else { return [] }
@@ -204,6 +208,20 @@ extension MembershipBook {
         return reconcile(group: group, subscription: key, command, leading: id)
     }
 
+    /// Apple ended the grace period: every grace window of the group that contains the instant ends
+    /// there (Target). Kept as a set of instants, so the order of grace grants and ends does not matter.
+    private mutating func applyGraceEnd(_ end: GraceEnd, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let state = subscriptions[key]!
+        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable }
+        let group = end.group ?? end.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
+            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
+        guard let group else { return [] }
+        let instants = Set((subscriptions[key]!.graceEnds[group] ?? []) + [end.atMs])
+        subscriptions[key]!.graceEnds[group] = instants.sorted()
+        return reconcile(group: group, subscription: key, command, leading: nil)
+    }
+
     // MARK: renewal state
 
     private mutating func applyRenewal(_ renewal: RenewalState, _ command: MembershipCommand) -> [LedgerEntry] {
@@ -229,6 +247,7 @@ extension MembershipBook {
     private mutating func applyLink(_ link: UserLink, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let current = subscriptions[key]!.userId
+        if link.transfer == .move, let at = link.claimedAtMs { return applyClaim(link, at: at, command) }
         guard current != link.userId else { return [] }
         var entries: [LedgerEntry] = []
         if let current {
@@ -243,6 +262,30 @@ extension MembershipBook {
                                reason: current == nil
                                    ? "\(command.reason); subscription linked to user \(link.userId) via \(link.via)"
                                    : "\(command.reason); moved to user \(link.userId) from user \(current!) (transfer policy move)")
+        return entries
+    }
+
+    /// R17: only a claim moves a subscription, and the latest claim owns it. A receipt upload claims
+    /// when it was uploaded (a later upload by the same account renews its claim); a token claims as
+    /// of the first purchase carrying it, so a renewal repeating the token is no new claim. Claims are
+    /// kept with their times and the owner is the latest, so any arrival order gives the same owner.
+    private mutating func applyClaim(_ link: UserLink, at: Int64, _ command: MembershipCommand) -> [LedgerEntry] {
+        let key = command.subscriptionKey
+        let claimKey = "\(link.via)|\(link.userId)"
+        let previous = subscriptions[key]!.claims[claimKey]
+        subscriptions[key]!.claims[claimKey] = link.isUpload ? max(previous ?? at, at) : min(previous ?? at, at)
+        let current = subscriptions[key]!.userId
+        guard let owner = latestClaimant(subscriptions[key]!.claims), owner.user != current else { return [] }
+        let claim = "\(owner.via) claim of \(TimeText.iso(owner.at)) is the latest (R17)"
+        var entries: [LedgerEntry] = []
+        if let current {
+            entries += changeOwner(of: key, from: current, to: nil, command,
+                                   reason: "\(command.reason); moved from user \(current) to user \(owner.user): its \(claim)")
+        }
+        entries += changeOwner(of: key, from: nil, to: owner.user, command,
+                               reason: current == nil
+                                   ? "\(command.reason); subscription linked to user \(owner.user) via \(owner.via)"
+                                   : "\(command.reason); moved to user \(owner.user) from user \(current!): its \(claim)")
         return entries
     }
 
@@ -290,7 +333,19 @@ extension MembershipBook {
         return LedgerEntry(kind: kind, subscriptionKey: key, userId: owner, purchaseId: purchase, productId: product,
                            group: group, interval: interval, amount: amount, before: before, after: after,
                            balanceAfter: balance, cutKind: cutKind, reason: reason, commandId: command.commandId,
-                           cause: command.cause)
+                           cause: command.cause, environment: subscriptions[key]?.environment)
+    }
+}
+
+/// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
+/// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
+func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
+    let parsed = claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in
+        guard let bar = key.firstIndex(of: "|") else { return nil }
+        return (String(key[key.index(after: bar)...]), String(key[..<bar]), at)
+    }
+    return parsed.max { a, b in
+        (a.at, a.via == UserLink.receiptUpload ? 1 : 0, a.user) < (b.at, b.via == UserLink.receiptUpload ? 1 : 0, b.user)
     }
 }
 
@@ -323,8 +378,7 @@ struct Target {
     /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction).
     init(of id: String, in state: SubscriptionState) {
         if let grace = state.graces[id] {
-            let interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
-            self.init(interval: interval.isEmpty ? nil : interval, endedBy: .period)
+            self = Target(grace: grace, in: state)
             return
         }
         guard let grant = state.grants[id], grant.productKind.grantsTime else {
@@ -347,6 +401,22 @@ struct Target {
                 interval.endMs = successor.startMs
                 endedBy = .superseded(successor, switchKind(from: grant, to: successor))
             }
+        }
+        self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
+    }
+
+    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED, or at
+    /// a refund or revocation of the group's purchases during the grace period.
+    init(grace: SubscriptionState.GraceRecord, in state: SubscriptionState) {
+        var interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
+        var endedBy = EndedBy.period
+        let within = { (at: Int64) in at >= grace.startMs && at < grace.endMs }
+        if let ended = state.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
+        let cuts = state.grants.values.filter { $0.group == grace.group }.compactMap(\.cut)
+            .filter { ($0.kind == .refund || $0.kind == .revoke) && within($0.atMs) }
+        if let cut = cuts.min(by: { ($0.atMs, $0.kind.rawValue) < ($1.atMs, $1.kind.rawValue) }), cut.atMs < interval.endOrMax {
+            interval.endMs = cut.atMs
+            endedBy = .apple(cut)
         }
         self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
     }

@@ -36,10 +36,13 @@ public struct LedgerEntry: Codable, Sendable, Equatable {
     public var reason: String
     public var commandId: String
     public var cause: Cause
+    /// Apple's environment of the subscription (R18): a Sandbox grant is marked as one.
+    public var environment: String?
 
     public init(kind: Kind, subscriptionKey: String, userId: String? = nil, purchaseId: String?, productId: String? = nil,
                 group: String?, interval: Interval?, amount: Int? = nil, before: [Interval], after: [Interval],
-                balanceAfter: Int? = nil, cutKind: Cut.Kind? = nil, reason: String, commandId: String, cause: Cause) {
+                balanceAfter: Int? = nil, cutKind: Cut.Kind? = nil, reason: String, commandId: String, cause: Cause,
+                environment: String? = nil) {
         self.kind = kind
         self.subscriptionKey = subscriptionKey
         self.userId = userId
@@ -55,5 +58,6 @@ public struct LedgerEntry: Codable, Sendable, Equatable {
         self.reason = reason
         self.commandId = commandId
         self.cause = cause
+        self.environment = environment
     }
 }

@@ -20,6 +20,8 @@ public struct MembershipCommand: Codable, Sendable, Equatable {
         case record(String)
         /// Apple keeps serving a subscription whose renewal failed, until the grace period ends.
         case gracePeriod(GracePeriodGrant)
+        /// Apple ended the billing grace period (GRACE_PERIOD_EXPIRED) at `atMs`.
+        case endGrace(GraceEnd)
     }
 
     public init(commandId: String, subscriptionKey: String, action: Action, reason: String, cause: Cause) {
@@ -101,11 +103,24 @@ public struct Cut: Codable, Sendable, Equatable {
     public var atMs: Int64
     public var kind: Kind
     public var appleReason: String?
+    /// V2 REFUND_PRORATED: the refunded share in thousandths of a percent (100000 = all of it).
+    /// A consumable's debit is that share of its credit; a subscription is still cut at `atMs`.
+    public var refundedShare: Int?
 
-    public init(atMs: Int64, kind: Kind, appleReason: String? = nil) {
+    public init(atMs: Int64, kind: Kind, appleReason: String? = nil, refundedShare: Int? = nil) {
         self.atMs = atMs
         self.kind = kind
         self.appleReason = appleReason
+        self.refundedShare = refundedShare
+    }
+
+    /// The units a refund takes back of `credit`: all of them, or for a prorated refund the refunded
+    /// share rounded to the nearest unit (halves up), never more than the credit.
+    public func refundedUnits(of credit: Int) -> Int {
+        guard let share = refundedShare.map({ min(max($0, 0), 100_000) }) else { return credit }
+        let (scaled, overflow) = credit.multipliedReportingOverflow(by: share)
+        guard !overflow else { return credit }
+        return min(credit, (scaled + 50_000) / 100_000)
     }
 }
 
@@ -119,15 +134,22 @@ public struct FinanceFlags: Codable, Sendable, Equatable {
     /// V2 raw offer type (1 intro, 2 promotional, 3 offer code, 4 win-back) and identifier.
     public var offerType: Int?
     public var offerIdentifier: String?
+    /// V2 `offerDiscountType` (FREE_TRIAL, PAY_AS_YOU_GO, PAY_UP_FRONT, ONE_TIME) and `offerPeriod`
+    /// (ISO 8601 duration): whether an offer period was free or paid, and for how long (R10).
+    public var offerDiscountType: String?
+    public var offerPeriod: String?
 
     public init(isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
-                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil) {
+                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
+                offerDiscountType: String? = nil, offerPeriod: String? = nil) {
         self.isTrial = isTrial
         self.isIntro = isIntro
         self.promotionalOfferId = promotionalOfferId
         self.offerCodeRefName = offerCodeRefName
         self.offerType = offerType
         self.offerIdentifier = offerIdentifier
+        self.offerDiscountType = offerDiscountType
+        self.offerPeriod = offerPeriod
     }
 }
 
@@ -188,11 +210,19 @@ public struct UserLink: Codable, Sendable, Equatable {
     public var via: String
     /// What to do when the subscription already belongs to another user (catalog `accounts.transfer`).
     public var transfer: AccountPolicy.TransferPolicy
+    /// R17: when the claim was made, so that the latest claim owns the subscription whatever order
+    /// the inputs arrive in. A receipt upload claims when it was uploaded; a token claims when the
+    /// first purchase that carries it was made (a renewal repeating it makes no new claim).
+    public var claimedAtMs: Int64?
 
-    public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move) {
+    public static let receiptUpload = "receipt-upload"
+    public static let appAccountToken = "app-account-token"
+
+    public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move, claimedAtMs: Int64? = nil) {
         self.userId = userId
         self.via = via
         self.transfer = transfer
+        self.claimedAtMs = claimedAtMs
     }
 
     public init(from decoder: any Decoder) throws {
@@ -200,7 +230,11 @@ public struct UserLink: Codable, Sendable, Equatable {
         userId = try container.decode(String.self, forKey: .userId)
         via = try container.decode(String.self, forKey: .via)
         transfer = try container.decodeIfPresent(AccountPolicy.TransferPolicy.self, forKey: .transfer) ?? .move
+        claimedAtMs = try container.decodeIfPresent(Int64.self, forKey: .claimedAtMs)
     }
+
+    /// Receipt uploads are the stronger claim at the same instant: a restore follows the purchase.
+    var isUpload: Bool { via == UserLink.receiptUpload }
 }
 
 /// Service Apple keeps giving during a billing grace period: `[from, until)`; `from` is the end of
@@ -216,5 +250,19 @@ public struct GracePeriodGrant: Codable, Sendable, Equatable {
         self.group = group
         self.fromMs = fromMs
         self.untilMs = untilMs
+    }
+}
+
+/// Apple said the billing grace period is over at `atMs` (GRACE_PERIOD_EXPIRED): a grace
+/// window that contains the instant ends there, even if it was granted longer.
+public struct GraceEnd: Codable, Sendable, Equatable {
+    public var productId: String?
+    public var group: String?
+    public var atMs: Int64
+
+    public init(productId: String?, group: String?, atMs: Int64) {
+        self.productId = productId
+        self.group = group
+        self.atMs = atMs
     }
 }

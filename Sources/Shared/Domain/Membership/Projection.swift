@@ -20,11 +20,13 @@ public struct GroupMembership: Codable, Sendable, Equatable {
     /// Consumable units held (R13); nil for groups without consumables.
     public var balance: Int?
     public var subscriptionKeys: [String]
+    /// R18: the Apple environments the group's subscriptions are from (a Sandbox grant is marked).
+    public var environments: [String]?
 
     public init(group: String, intervals: [Interval], currentProduct: String? = nil, currentSubscriptionKey: String? = nil,
                 autoRenewStatus: Bool? = nil, pendingProduct: String? = nil, pendingChange: String? = nil,
                 isInBillingRetry: Bool? = nil, gracePeriodExpiresMs: Int64? = nil, balance: Int? = nil,
-                subscriptionKeys: [String] = []) {
+                subscriptionKeys: [String] = [], environments: [String]? = nil) {
         self.group = group
         self.intervals = intervals
         self.expiresMs = intervals.last?.endMs
@@ -38,6 +40,7 @@ public struct GroupMembership: Codable, Sendable, Equatable {
         self.gracePeriodExpiresMs = gracePeriodExpiresMs
         self.balance = balance
         self.subscriptionKeys = subscriptionKeys
+        self.environments = environments
     }
 
     public func isActive(atMs now: Int64) -> Bool { intervals.contains { $0.contains(now) } }
@@ -67,7 +70,8 @@ public func groupMemberships(of states: [SubscriptionState]) -> [GroupMembership
             pendingProduct: pending, pendingChange: pending == nil ? nil : renewal?.pendingChange,
             isInBillingRetry: renewal?.isInBillingRetry, gracePeriodExpiresMs: renewal?.gracePeriodExpiresMs,
             balance: hasUnits ? holders.reduce(0) { $0.saturatingAdding($1.balance(group: group)) } : nil,
-            subscriptionKeys: holders.map(\.subscriptionKey))
+            subscriptionKeys: holders.map(\.subscriptionKey),
+            environments: Set(holders.compactMap(\.environment)).sorted())
     }
 }
 

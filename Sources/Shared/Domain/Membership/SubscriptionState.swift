@@ -15,6 +15,13 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var renewal: RenewalState?
     /// Billing grace periods granted, by id `grace|<from ms>`.
     public var graces: [String: GraceRecord] = [:]
+    /// R17: every account's claim on this subscription, by `<via>|<user id>`, with its time; the
+    /// latest claim owns it (transfer policy move).
+    public var claims: [String: Int64] = [:]
+    /// Apple's environment of the subscription (R18), from the inputs about it.
+    public var environment: String?
+    /// Per group, the instants Apple said a grace period ended (GRACE_PERIOD_EXPIRED).
+    public var graceEnds: [String: [Int64]] = [:]
 
     public init(subscriptionKey: String, userId: String? = nil) {
         self.subscriptionKey = subscriptionKey
@@ -55,7 +62,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var groups: [String] { Array(Set(grants.values.map(\.group)).union(graces.values.map(\.group))).sorted() }
 
     private enum CodingKeys: String, CodingKey {
-        case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces
+        case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces, claims, environment, graceEnds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -68,6 +75,9 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         recordedCommands = Set(try container.decodeIfPresent([String].self, forKey: .recordedCommands) ?? [])
         renewal = try container.decodeIfPresent(RenewalState.self, forKey: .renewal)
         graces = try container.decodeIfPresent([String: GraceRecord].self, forKey: .graces) ?? [:]
+        claims = try container.decodeIfPresent([String: Int64].self, forKey: .claims) ?? [:]
+        environment = try container.decodeIfPresent(String.self, forKey: .environment)
+        graceEnds = try container.decodeIfPresent([String: [Int64]].self, forKey: .graceEnds) ?? [:]
     }
 
     /// Sets are encoded sorted: the stored state must be byte-identical however it was reached.
@@ -81,5 +91,8 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         try container.encode(recordedCommands.sorted(), forKey: .recordedCommands)
         try container.encodeIfPresent(renewal, forKey: .renewal)
         try container.encode(graces, forKey: .graces)
+        if !claims.isEmpty { try container.encode(claims, forKey: .claims) }
+        try container.encodeIfPresent(environment, forKey: .environment)
+        if !graceEnds.isEmpty { try container.encode(graceEnds, forKey: .graceEnds) }
     }
 }

@@ -264,6 +264,20 @@ public struct StoreState: Sendable {
         return (old, new)
     }
 
+    /// Apple reverses a refund (V2 REFUND_REVERSED): the purchase stands again, whole.
+    @discardableResult
+    public mutating func reverseRefund(_ otid: String, transactionId: String, atMs: Int64) throws -> SimTransaction {
+        var subscription = try subscription(otid)
+        guard let index = subscription.transactions.firstIndex(where: { $0.transactionId == transactionId }) else {
+            throw SimulatorError("subscription \(otid) has no transaction \(transactionId)")
+        }
+        subscription.transactions[index].cancellationMs = nil
+        subscription.transactions[index].cancellationReason = nil
+        subscriptions[otid] = subscription
+        log(subscription.userId, atMs, "refund of txn \(transactionId) reversed")
+        return subscription.transactions[index]
+    }
+
     /// Apple support refunds a transaction at `atMs` (R3 c, R11). A refunded subscription stops renewing.
     @discardableResult
     public mutating func refund(_ otid: String, transactionId: String, atMs: Int64, reason: String = "0") throws -> SimTransaction {

@@ -61,7 +61,8 @@ public struct UserExpectation: Sendable, Equatable {
 ///   subscription `[purchase, purchase + catalog duration)`; a non-consumable `[purchase, ∞)`;
 /// - a cancellation (refund, revoke, or the switch instant of an upgrade/crossgrade) cuts that
 ///   purchase at the cancellation time; after its end it cuts nothing (R11);
-/// - Apple keeps serving through a billing grace period;
+/// - Apple keeps serving through a billing grace period, until a refund or revocation of one of
+///   the subscription's purchases during it (a switch's cancellation is no refund);
 /// - a consumable credits its units once, a refunded one none (R13);
 /// - the user holds the union over every Apple ID and original_transaction_id they own (R6).
 public enum Oracle {
@@ -80,8 +81,10 @@ public enum Oracle {
                 if let cut = t.cancellationMs { end = min(end ?? .max, cut) }
                 spans[t.group, default: []].append(Span(startMs: t.purchaseMs, endMs: end))
             }
+            let refunds = subscription.transactions.filter { !$0.isUpgraded }.compactMap(\.cancellationMs)
             for grace in subscription.graceWindows {
-                spans[subscription.group, default: []].append(Span(startMs: grace.fromMs, endMs: grace.untilMs))
+                let stop = refunds.filter { $0 >= grace.fromMs && $0 < grace.untilMs }.min() ?? grace.untilMs
+                spans[subscription.group, default: []].append(Span(startMs: grace.fromMs, endMs: stop))
             }
         }
         var groups: [String: GroupExpectation] = [:]

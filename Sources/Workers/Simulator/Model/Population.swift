@@ -24,6 +24,15 @@ public struct PopulationConfig: Sendable {
     public var meanDaysBetweenActions = 45.0
     public var billingFailure = 0.05
     public var graceDays = 6
+    /// A refund Apple reverses days later (V2 REFUND_REVERSED); half of those also lose the REFUND's
+    /// first delivery, so Apple's retry (the same signed payload) arrives after the reversal (R14).
+    public var refundReversed = 0.2
+    /// V1 CANCEL bodies whose `latest_receipt_info` does not show the cancellation (R15).
+    public var cancelOnlyAtTopLevel = 0.3
+    /// Receipt uploads that print the account's UUID in upper case (R17).
+    public var upperCaseUpload = 0.2
+    /// V1 bodies whose `unified_receipt` lists every subscription of the Apple ID (R16).
+    public var v1EverySubscription = 0.5
     /// Include consumables (their balances are checked when the API shows them).
     public var consumables = true
 
@@ -54,6 +63,8 @@ public struct JourneyPlayer {
         case resubscribe(group: String, appleId: Int)
         case oneTime
         case secondAppleId(group: String)
+        /// Apple reverses the refund; `retry` is the REFUND delivery Apple sends again afterwards.
+        case reverseRefund(otid: String, transactionId: String, retry: Delivery?)
     }
 
     public init(config: PopulationConfig, emitter: WireEmitter, userIndex: Int) {
@@ -78,7 +89,8 @@ public struct JourneyPlayer {
         case "music": try subscribe(group: "music", appleId: 0, at: first)
         case "both":
             try subscribe(group: "vip", appleId: 0, at: first)
-            try subscribe(group: "music", appleId: 0, at: first + rng.ms(86_400_000...(60 * 86_400_000)))
+            // Scheduled, not bought now: its V1 bodies list the vip subscription as it is then (R16).
+            schedule(first + rng.ms(86_400_000...(60 * 86_400_000)), .resubscribe(group: "music", appleId: 0))
         default:
             schedule(first, .oneTime)
         }
@@ -111,11 +123,17 @@ public struct JourneyPlayer {
     // MARK: wire
 
     /// Apple's notifications about `otid`, a few seconds after the fact.
+    /// `inOrder`: the notification is generated at its simulated time, so the Apple ID's other
+    /// subscriptions are shown as they are then (false for one dated in the future).
     private mutating func notify(_ otid: String, v1 v1Type: String?, v2 v2Type: String?, subtype: String? = nil,
                                  at ms: Int64, focus: SimTransaction? = nil, v2Transaction: SimTransaction? = nil,
-                                 expirationIntent: String? = nil) throws {
+                                 expirationIntent: String? = nil, inOrder: Bool = true) throws {
         if config.v1, let v1Type {
-            let options = WireEmitter.V1Options(focus: focus, legacyShape: rng.chance(config.legacyV1Share), expirationIntent: expirationIntent)
+            var options = WireEmitter.V1Options(focus: focus, legacyShape: rng.chance(config.legacyV1Share), expirationIntent: expirationIntent,
+                                                everySubscription: inOrder && rng.chance(config.v1EverySubscription))
+            if v1Type == "CANCEL", focus?.cancellationMs != nil, !(focus?.isUpgraded ?? false) {
+                options.cancellationOnlyAtTopLevel = rng.chance(config.cancelOnlyAtTopLevel)
+            }
             deliveries.append(try emitter.v1(state, otid: otid, type: v1Type, atMs: ms + rng.ms(1000...60_000), options: options))
         }
         if config.v2, let v2Type {
@@ -128,7 +146,8 @@ public struct JourneyPlayer {
     /// The app posts its receipt (sometimes twice, sometimes without the optional fields).
     private mutating func upload(appleId: Int, at ms: Int64, focus: SimTransaction?, restored: Bool = false) throws {
         let at = ms + rng.ms(1000...30_000)
-        let options = WireEmitter.UploadOptions(restoredIds: restored, omitOptionalFields: rng.chance(config.uploadWithoutOptionalFields))
+        let options = WireEmitter.UploadOptions(restoredIds: restored, omitOptionalFields: rng.chance(config.uploadWithoutOptionalFields),
+                                                upperCaseUserId: rng.chance(config.upperCaseUpload))
         let delivery = try emitter.receiptUpload(state, user: userId, appleId: appleId, atMs: at, focus: focus, options: options)
         deliveries.append(delivery)
         if rng.chance(config.uploadTwice) {
@@ -194,6 +213,14 @@ public struct JourneyPlayer {
             let index = try state.addAppleID(user: userId, storefront: "USA", environment: environment)
             state.log(userId, ms, "signs in with a second Apple ID \(state.users[userId]!.appleIds[index].id)")
             try subscribe(group: group, appleId: index, at: ms)
+        case .reverseRefund(let otid, let transactionId, let retry):
+            let reinstated = try state.reverseRefund(otid, transactionId: transactionId, atMs: ms)
+            try notify(otid, v1: nil, v2: "REFUND_REVERSED", at: ms, focus: reinstated)
+            if var retry {
+                retry.simMs = ms + rng.ms(3_600_000...(24 * 3_600_000))
+                retry.label += " (Apple's retry, after the reversal)"
+                deliveries.append(retry)
+            }
         }
     }
 
@@ -293,6 +320,16 @@ public struct JourneyPlayer {
         case .refundNow:
             let refunded = try state.refund(otid, transactionId: latest.transactionId, atMs: ms, reason: rng.chance(0.3) ? "1" : "0")
             try notify(otid, v1: "CANCEL", v2: "REFUND", at: ms, focus: refunded)
+            let reverseAt = ms + rng.ms(86_400_000...(5 * 86_400_000))
+            if config.v2, reverseAt < min(end, endMs), rng.chance(config.refundReversed) {
+                // Half the time the REFUND's first delivery fails; Apple's retry comes after the reversal.
+                var retry: Delivery?
+                if rng.chance(0.5), let index = deliveries.lastIndex(where: { $0.channel == .notificationV2 }) {
+                    retry = deliveries.remove(at: index)
+                }
+                schedule(reverseAt, .reverseRefund(otid: otid, transactionId: refunded.transactionId, retry: retry))
+                return
+            }
             if rng.chance(0.3) {
                 schedule(ms + rng.ms((7 * 86_400_000)...(60 * 86_400_000)), .resubscribe(group: subscription.group, appleId: appleId))
             }
@@ -305,7 +342,8 @@ public struct JourneyPlayer {
             try upload(appleId: appleId, at: ms, focus: nil, restored: true)
         case .storefront:
             let next = try state.moveStorefront(otid, to: latest.storefront == "USA" ? "CAN" : "USA", atMs: ms)
-            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next)
+            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next,
+                       inOrder: false)
             try upload(appleId: appleId, at: next.purchaseMs, focus: next)
             try notify(otid, v1: nil, v2: "EXPIRED", subtype: "VOLUNTARY", at: end)
             schedule(next.expiresMs!, .periodEnd(next.originalTransactionId))

@@ -33,10 +33,14 @@ public final class WireEmitter: Sendable {
         public var omitOptionalFields = false
         /// Forget `receipt_data` altogether: ingest must refuse it (400).
         public var omitReceiptData = false
-        public init(restoredIds: Bool = false, omitOptionalFields: Bool = false, omitReceiptData: Bool = false) {
+        /// The app prints the account's UUID in upper case (StoreKit's tokens are lower case, R17).
+        public var upperCaseUserId = false
+        public init(restoredIds: Bool = false, omitOptionalFields: Bool = false, omitReceiptData: Bool = false,
+                    upperCaseUserId: Bool = false) {
             self.restoredIds = restoredIds
             self.omitOptionalFields = omitOptionalFields
             self.omitReceiptData = omitReceiptData
+            self.upperCaseUserId = upperCaseUserId
         }
     }
 
@@ -75,7 +79,7 @@ public final class WireEmitter: Sendable {
     public func receiptUpload(_ state: StoreState, user userId: String, appleId index: Int, atMs: Int64,
                               focus: SimTransaction? = nil, options: UploadOptions = UploadOptions()) throws -> Delivery {
         let user = try state.user(userId)
-        var body: [String: Any] = ["user_id": userId]
+        var body: [String: Any] = ["user_id": options.upperCaseUserId ? userId.uppercased() : userId]
         if !options.omitReceiptData {
             body["receipt_data"] = try receipt(state, user: userId, appleId: index, atMs: atMs, restoredIds: options.restoredIds)
         }
@@ -98,10 +102,19 @@ public final class WireEmitter: Sendable {
         /// The pre-2021-03-10 shape: top-level `latest_receipt(_info)` next to `unified_receipt`.
         public var legacyShape = false
         public var expirationIntent: String?
-        public init(focus: SimTransaction? = nil, legacyShape: Bool = false, expirationIntent: String? = nil) {
+        /// A CANCEL whose `latest_receipt_info` still shows the focus uncancelled: the cancellation is
+        /// only at the top level, where Apple documents it (R15).
+        public var cancellationOnlyAtTopLevel = false
+        /// `unified_receipt` lists every auto-renewable subscription of the Apple ID, as Apple's does;
+        /// the top-level facts stay about `otid` (R16).
+        public var everySubscription = false
+        public init(focus: SimTransaction? = nil, legacyShape: Bool = false, expirationIntent: String? = nil,
+                    cancellationOnlyAtTopLevel: Bool = false, everySubscription: Bool = false) {
             self.focus = focus
             self.legacyShape = legacyShape
             self.expirationIntent = expirationIntent
+            self.cancellationOnlyAtTopLevel = cancellationOnlyAtTopLevel
+            self.everySubscription = everySubscription
         }
     }
 
@@ -111,6 +124,18 @@ public final class WireEmitter: Sendable {
         let transactions = subscription.transactions.filter { $0.purchaseMs <= atMs }
         var listed = Array(transactions.suffix(v1HistoryLimit).reversed())
         if let focus = options.focus, !listed.contains(where: { $0.transactionId == focus.transactionId }) { listed.append(focus) }
+        var pending = subscription.kind == .autoRenewable ? [v1Renewal(subscription, atMs: atMs)] : []
+        if options.everySubscription {
+            let others = state.subscriptions(ofUser: subscription.userId, appleId: subscription.appleIdIndex)
+                .filter { $0.originalTransactionId != otid && $0.kind == .autoRenewable }
+                .sorted { $0.originalTransactionId < $1.originalTransactionId }
+            for other in others {
+                let theirs = other.transactions.filter { $0.purchaseMs <= atMs }
+                guard !theirs.isEmpty else { continue }
+                listed += theirs.suffix(v1HistoryLimit).reversed()
+                pending.append(v1Renewal(other, atMs: atMs))
+            }
+        }
         let latestReceipt = try receipt(state, user: subscription.userId, appleId: subscription.appleIdIndex, atMs: atMs)
         var body: [String: Any] = [
             "notification_type": type,
@@ -123,8 +148,16 @@ public final class WireEmitter: Sendable {
                 "status": 0,
                 "environment": production ? "Production" : "Sandbox",
                 "latest_receipt": latestReceipt,
-                "latest_receipt_info": listed.map { v1Transaction($0) },
-                "pending_renewal_info": subscription.kind == .autoRenewable ? [v1Renewal(subscription, atMs: atMs)] : [],
+                "latest_receipt_info": listed.map { t in
+                    var entry = v1Transaction(t)
+                    if options.cancellationOnlyAtTopLevel, t.transactionId == options.focus?.transactionId {
+                        for key in ["cancellation_date", "cancellation_date_ms", "cancellation_date_pst", "cancellation_reason"] {
+                            entry.removeValue(forKey: key)
+                        }
+                    }
+                    return entry
+                },
+                "pending_renewal_info": pending,
             ] as [String: Any],
         ]
         if subscription.kind == .autoRenewable {
@@ -136,9 +169,10 @@ public final class WireEmitter: Sendable {
         if let intent = options.expirationIntent { body["expiration_intent"] = intent }
         if let focus = options.focus, let cancelled = focus.cancellationMs {
             dates(&body, "cancellation_date", cancelled)
+            if let reason = focus.cancellationReason { body["cancellation_reason"] = reason }
             if let web = focus.webOrderLineItemId { body["web_order_line_item_id"] = web }
         }
-        if options.legacyShape, let latest = options.focus ?? transactions.last {
+        if options.legacyShape, !options.cancellationOnlyAtTopLevel, let latest = options.focus ?? transactions.last {
             body["latest_receipt"] = latestReceipt
             var legacy = v1Transaction(latest)
             // Pre-2021 bodies carried milliseconds in `expires_date` and the text in `_formatted`.

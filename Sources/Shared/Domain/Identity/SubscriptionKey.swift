@@ -1,0 +1,36 @@
+/// R18: environments never merge. Apple numbers `original_transaction_id`s per environment, so the
+/// same id in Production, Sandbox, Xcode and LocalTesting is four subscriptions. The key of a
+/// Production subscription is its `original_transaction_id`; any other environment's key carries the
+/// environment after an `@` (`2000000123456789@Sandbox`), so every purchase id, alias, grant and
+/// ledger line built on the key is scoped to its environment.
+public enum SubscriptionKey {
+    public static let production = "Production"
+
+    public static func make(originalTransactionId: String, environment: String) -> String {
+        environment == production ? originalTransactionId : "\(originalTransactionId)@\(environment)"
+    }
+}
+
+/// R17: how user ids compare. StoreKit sends `appAccountToken` in lower case while apps often
+/// print the same UUID in upper case, so an id that is a UUID is one user whatever its case;
+/// any other id is compared exactly (an app's own ids may be case-sensitive).
+public enum UserId {
+    public static func normalized(_ id: String) -> String {
+        isUUID(id) ? id.lowercased() : id
+    }
+
+    /// 8-4-4-4-12 hexadecimal digits.
+    static func isUUID(_ id: String) -> Bool {
+        let utf8 = Array(id.utf8)
+        guard utf8.count == 36 else { return false }
+        for (index, byte) in utf8.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                let hex = (byte >= 48 && byte <= 57) || (byte >= 65 && byte <= 70) || (byte >= 97 && byte <= 102)
+                guard hex else { return false }
+            }
+        }
+        return true
+    }
+}
