@@ -20,7 +20,7 @@ final class EventBoundsTests: XCTestCase {
             productType: "Auto-Renewable Subscription", inAppOwnershipType: "PURCHASED", subscriptionGroupIdentifier: "21000001",
             appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", storefront: "USA", transactionReason: "PURCHASE",
             price: 9_990, currency: "USD", revocationType: "REFUND_FULL", revocationPercentage: 100_000, offerPeriod: "P1M",
-            storefrontId: "143441")
+            storefrontId: "143441", appTransactionId: "704289572311258165", billingPlanType: "UP_FRONT")
     }
 
     static var fullRenewal: RenewalFacts {
@@ -36,9 +36,11 @@ final class EventBoundsTests: XCTestCase {
                    subscriptionKey: "2000000100",
                    notification: NotificationMeta(type: "DID_RENEW", subtype: "BILLING_RECOVERY", uuid: "0f1e2d3c",
                                                   signedDateMs: t, autoRenewStatus: true, autoRenewProductId: "vip.b.1m",
-                                                  autoRenewStatusChangeDateMs: t, status: 1),
+                                                  autoRenewStatusChangeDateMs: t, status: 1, originalTransactionId: "2000000100",
+                                                  webOrderLineItemId: "2000000099", cancellationDateMs: t + day,
+                                                  cancellationReason: "0", expirationIntent: "1", aboutAnotherSubscription: false),
                    transactions: [fullTransaction], renewalInfo: fullRenewal, appUserId: "user-1", receivedAtMs: t,
-                   rawPosition: RecordPosition(topic: Topic.notificationsRaw, partition: 0, offset: 1))
+                   rawPosition: RecordPosition(topic: Topic.notificationsRaw, partition: 0, offset: 1), statedAtMs: t)
     }
 
     // MARK: single values

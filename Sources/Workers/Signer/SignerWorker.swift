@@ -127,12 +127,42 @@ public final class SignerWorker: Service {
     }
 
     /// The reply records for a batch (the loop publishes them and waits for the acknowledgements).
+    /// App Store Server API token requests share the topics with sign requests (kind "api-token").
     func replies(_ records: [KafkaRecord]) -> [OutgoingRecord] {
         let encoder = JSONEncoder()
-        return answer(records).compactMap { reply in
-            guard let value = try? encoder.encode(reply) else { return nil }
-            return OutgoingRecord(topic: Topic.signReplies, key: Array(reply.correlationId.utf8), value: [UInt8](value))
+        func reply(_ correlationId: String, _ value: some Encodable) -> OutgoingRecord? {
+            guard let bytes = try? encoder.encode(value) else { return nil }
+            return OutgoingRecord(topic: Topic.signReplies, key: Array(correlationId.utf8), value: [UInt8](bytes))
         }
+        var signRequests: [KafkaRecord] = []
+        var outputs: [OutgoingRecord] = []
+        for record in records {
+            if let request = apiTokenRequest(record) {
+                let answer = answerAPIToken(request)
+                count(answer.status == .issued ? "signed" : "refused", kind: APITokenRequest.kindValue)
+                outputs += reply(answer.correlationId, answer).map { [$0] } ?? []
+            } else {
+                signRequests.append(record)
+            }
+        }
+        return outputs + answer(signRequests).compactMap { reply($0.correlationId, $0) }
+    }
+
+    /// A token request, told apart from sign requests without decoding every sign request twice.
+    private func apiTokenRequest(_ record: KafkaRecord) -> APITokenRequest? {
+        guard record.value.count <= 8192, String(decoding: record.value, as: UTF8.self).contains(APITokenRequest.kindValue),
+              let request = try? JSONDecoder().decode(APITokenRequest.self, from: Data(record.value)),
+              request.kind == APITokenRequest.kindValue else { return nil }
+        return request
+    }
+
+    private func answerAPIToken(_ request: APITokenRequest) -> APITokenReply {
+        guard let issuerId = signer.issuerId, !issuerId.isEmpty else {
+            return APITokenReply(correlationId: request.correlationId, status: .refused,
+                                 reason: "API tokens need the App Store Connect issuer id (STORELEDGER_SIGNING_ISSUER_ID)")
+        }
+        let clock = self.clock
+        return APITokenIssuer(keys: signer.keys, issuerId: issuerId, clock: { clock() / 1000 }).answer(request)
     }
 
     private func count(_ outcome: String, kind: String? = nil) {

@@ -209,6 +209,7 @@ private struct Checker {
         id(event.subscriptionKey, "\(path).subscriptionKey", maxBytes: EventBounds.maxSubscriptionKeyBytes)
         optionalId(event.appUserId, "\(path).appUserId")
         date(event.receivedAtMs, "\(path).receivedAtMs")
+        optionalDate(event.statedAtMs, "\(path).statedAtMs")
         if let meta = event.notification {
             let p = "\(path).notification"
             text(meta.type, "\(p).type")
@@ -218,6 +219,11 @@ private struct Checker {
             optionalId(meta.autoRenewProductId, "\(p).autoRenewProductId")
             optionalDate(meta.autoRenewStatusChangeDateMs, "\(p).autoRenewStatusChangeDateMs")
             number(meta.status, "\(p).status", EventBounds.enumeration)
+            optionalId(meta.originalTransactionId, "\(p).originalTransactionId")
+            optionalId(meta.webOrderLineItemId, "\(p).webOrderLineItemId")
+            optionalDate(meta.cancellationDateMs, "\(p).cancellationDateMs")
+            text(meta.cancellationReason, "\(p).cancellationReason")
+            text(meta.expirationIntent, "\(p).expirationIntent")
         }
         count(event.transactions.count, "\(path).transactions", max: EventBounds.maxTransactions)
         for (index, transaction) in event.transactions.enumerated() {
@@ -255,6 +261,8 @@ private struct Checker {
         number(t.revocationPercentage, "\(p).revocationPercentage", EventBounds.revocationPercentage)
         text(t.offerPeriod, "\(p).offerPeriod")
         text(t.storefrontId, "\(p).storefrontId")
+        optionalId(t.appTransactionId, "\(p).appTransactionId")
+        text(t.billingPlanType, "\(p).billingPlanType")
     }
 
     mutating func renewal(_ r: RenewalFacts, _ p: String) {
