@@ -39,7 +39,8 @@ public enum LogLevel: Int, Sendable, Comparable {
 }
 
 /// JSON-lines logger writing to standard error: one object per line with `ts`, `level`,
-/// `component`, `event` and the given fields. Event names are the vocabulary in `LogEvent`.
+/// `component`, `event` and the given fields. Event names are snake_case facts (`stage_started`,
+/// `dead_letter`); secrets never go into fields.
 public struct Logger: Sendable {
     public let component: String
     /// STORELEDGER_LOG_LEVEL = debug | info | warning | error (default info).

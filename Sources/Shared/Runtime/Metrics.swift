@@ -1,7 +1,7 @@
 import Synchronization
 
-/// Process-wide counters and gauges in Prometheus text format. Names and labels are the
-/// vocabulary of `MetricName`; label values must never carry secrets or user input beyond ids.
+/// Process-wide counters and gauges in Prometheus text format, named `storeledger_<what>_<unit>`
+/// (Prometheus conventions); label values must never carry secrets or user input beyond ids.
 public final class Metrics: Sendable {
     public static let shared = Metrics()
 
