@@ -178,6 +178,12 @@ final class HTTPServerTests: XCTestCase {
         client.send("POST /huge HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999\r\n\r\n")
         XCTAssertEqual(client.readResponse().status, 413)
 
+        // A client that sends a moderately oversized body without waiting reads its 413 after
+        // the body is drained, never a reset connection.
+        let eager = try RawConnection(port: server.boundPort)
+        eager.send("POST /eager HTTP/1.1\r\nHost: t\r\nContent-Length: 200000\r\n\r\n" + String(repeating: "e", count: 200_000))
+        XCTAssertEqual(eager.readResponse().status, 413)
+
         // At the limit exactly is fine.
         request.httpBody = Data(repeating: 0x41, count: 1_000)
         let (_, accepted) = try await fetch(request)

@@ -27,7 +27,7 @@ final class ServerCore: Sendable {
     init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int) {
         self.handler = handler
         self.maxBodyBytes = maxBodyBytes
-        self.discardLimit = max(maxBodyBytes, 1 << 20)
+        self.discardLimit = max(maxBodyBytes, 4 << 20)
     }
 
     // MARK: Access handler
@@ -61,7 +61,15 @@ final class ServerCore: Sendable {
         }
         let length = Int(String(cString: declared).trimmingCharacters(in: .whitespaces)) ?? Int.max
         guard length > maxBodyBytes else { return MHD_Result.YES }
-        // Queued before the body is read, MHD skips "100 Continue" and closes after answering.
+        if length <= maxBodyBytes + discardLimit {
+            // Read and drop the body, then answer: a client that sends without waiting for
+            // "100 Continue" (URLSession on Linux) would otherwise write into a closed socket
+            // and see a broken pipe instead of its 413.
+            responder.state.withLock { $0.phase = .rejected(tooLarge()) }
+            return MHD_Result.YES
+        }
+        // Too large even to drain: queued before the body is read, MHD skips "100 Continue"
+        // and closes after answering.
         responder.state.withLock { $0.phase = .answered }
         return queue(tooLarge(), on: connection)
     }
