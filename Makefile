@@ -3,7 +3,7 @@ SWIFT ?= swift
 WERROR = -Xswiftc -warnings-as-errors
 RUN_ARGS ?= --demo
 
-.PHONY: run test deps build release bench fuzz clean
+.PHONY: run test chaos deps build release bench fuzz clean
 
 deps:
 	@scripts/install-deps.sh
@@ -21,6 +21,10 @@ run: release
 ## Installs, builds with warnings as errors, runs unit, adapter and integration tests.
 test: deps
 	scripts/test.sh
+
+## Fault-injection tests kept out of make test (SIGSTOP past the session timeout).
+chaos: deps
+	scripts/test.sh --filter ZombieFencingTests
 
 bench: release
 	.build/release/storeledger bench all
