@@ -24,15 +24,9 @@ public final class VerifyReceiptServer: Sendable {
         self.emitter = WireEmitter(pki: pki, config: store.config)
         self.trust = try TrustStore(roots: [pki.chain.root.certificate])
         self.flakyShare = flakyShare
-        let routes = Mutex<VerifyReceiptServer?>(nil)
-        self.server = HTTPServer(port: port, threads: 2, maxBodyBytes: 4 * 1024 * 1024) { request, responder in
-            guard let me = routes.withLock({ $0 }) else {
-                responder.respond(.error(status: 503, reason: "starting"))
-                return
-            }
-            responder.respond(me.handle(request))
-        }
-        routes.withLock { $0 = self }
+        let routes = LateBoundRoutes<VerifyReceiptServer> { $0.handle($1) }
+        self.server = routes.server(port: port, maxBodyBytes: 4 * 1024 * 1024)
+        routes.bind(self)
     }
 
     public func start() throws { try server.start() }

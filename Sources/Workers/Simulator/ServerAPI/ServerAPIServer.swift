@@ -34,15 +34,9 @@ public final class ServerAPIServer: Sendable {
         self.clockMs = clockMs
         self.testNotificationSink = testNotificationSink
         self.encodedHeader = Base64URL.encode(JSONText.encode(["alg": "ES256", "x5c": pki.chain.x5c] as [String: Any]))
-        let routes = Mutex<ServerAPIServer?>(nil)
-        self.server = HTTPServer(port: port, threads: 2, maxBodyBytes: 64 * 1024) { request, responder in
-            guard let me = routes.withLock({ $0 }) else {
-                responder.respond(.error(status: 503, reason: "starting"))
-                return
-            }
-            responder.respond(me.handle(request))
-        }
-        routes.withLock { $0 = self }
+        let routes = LateBoundRoutes<ServerAPIServer> { $0.handle($1) }
+        self.server = routes.server(port: port, maxBodyBytes: 64 * 1024)
+        routes.bind(self)
     }
 
     public func start() throws { try server.start() }
