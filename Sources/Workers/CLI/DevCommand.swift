@@ -16,7 +16,8 @@ struct DevCommand: CLICommand {
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
 
-    static let stages = ["decode", "dedupe", "classify", "membership"]
+    /// Consumer stages, then the membership events relay (a worker role of its own, issue 17).
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let logger = Logger(component: "dev")

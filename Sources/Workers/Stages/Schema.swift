@@ -147,5 +147,60 @@ public enum Schema {
         -- R10: a free offer period and a paid one differ in finance.
         ALTER TABLE grants ADD COLUMN offer_discount_type text;
         """),
+        Migration(version: 6, name: "membership events outbox, webhook deliveries, subscription metrics", sql: """
+        -- Transactional outbox (issue 17): one row per membership-changing ledger entry, written in the
+        -- ledger's transaction; the relay publishes it to storeledger.membership.events and marks it.
+        -- Keyed like the topic (the user, or the subscription while it has none).
+        CREATE TABLE membership_outbox (
+            event_key        text NOT NULL,
+            entry_id         bigint NOT NULL,      -- the ledger entry (ledger.entry_id)
+            subscription_key text NOT NULL,
+            event_type       text NOT NULL,
+            payload          text NOT NULL,        -- the exact bytes published (MembershipEvent JSON)
+            relay_seq        bigint,               -- the relay's publication order, assigned before sending
+            kafka_partition  integer,
+            published_at     timestamptz,
+            created_at       timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (event_key, entry_id)
+        );
+        CREATE INDEX membership_outbox_unpublished ON membership_outbox (entry_id) WHERE published_at IS NULL;
+        CREATE UNIQUE INDEX membership_outbox_seq ON membership_outbox (relay_seq) WHERE relay_seq IS NOT NULL;
+        CREATE SEQUENCE membership_relay_seq;
+
+        -- Webhooks: a cursor over the relay order per endpoint, one delivery row per event and
+        -- endpoint, and every attempt. Endpoint URLs and secrets live in configuration only.
+        CREATE TABLE webhook_cursors (
+            endpoint_id text PRIMARY KEY,
+            last_seq    bigint NOT NULL DEFAULT 0,
+            updated_at  timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE webhook_deliveries (
+            endpoint_id      text NOT NULL,
+            entry_id         bigint NOT NULL,
+            relay_seq        bigint NOT NULL,
+            event_key        text NOT NULL,
+            event_type       text NOT NULL,
+            status           text NOT NULL,       -- pending | delivered | gave_up
+            attempts         integer NOT NULL DEFAULT 0,
+            next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+            first_attempt_at timestamptz,
+            last_attempt_at  timestamptz,
+            delivered_at     timestamptz,
+            last_status      integer,
+            last_error       text,
+            PRIMARY KEY (endpoint_id, entry_id)
+        );
+        CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (endpoint_id, event_key, relay_seq) WHERE status = 'pending';
+        CREATE TABLE webhook_attempts (
+            endpoint_id  text NOT NULL,
+            entry_id     bigint NOT NULL,
+            attempt      integer NOT NULL,
+            attempted_at timestamptz NOT NULL DEFAULT now(),
+            http_status  integer,
+            error        text,
+            duration_ms  integer NOT NULL,
+            PRIMARY KEY (endpoint_id, entry_id, attempt)
+        );
+        """),
     ]
 }
