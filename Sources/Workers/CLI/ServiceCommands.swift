@@ -98,13 +98,14 @@ struct WorkerCommand: CLICommand {
     let name = "worker"
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; or the membership events relay (relay) or webhook delivery (webhooks)."
     let usage = "decode|dedupe|classify|membership|relay|webhooks [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host"]
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
             throw UsageError("name exactly one stage")
         }
         if stageName == "relay" { return try runRelay(arguments) }
+        if stageName == "webhooks" { return try runWebhooks(arguments) }
         let logic: any StageLogic
         switch stageName {
         case "decode":
