@@ -69,7 +69,7 @@ let package = Package(
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )
