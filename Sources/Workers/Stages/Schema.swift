@@ -201,6 +201,30 @@ public enum Schema {
             duration_ms  integer NOT NULL,
             PRIMARY KEY (endpoint_id, entry_id, attempt)
         );
+
+        -- Finance facts per purchase for reconciliation and metrics: the grant (R10 flags, what was
+        -- granted and cut) with Apple's price, currency and transactionReason from dedupe's merged facts.
+        -- A renewal is what Apple calls one; without V2 facts, a period that starts within a day of the
+        -- end of an earlier, uncut (or refunded) period of the same subscription and group.
+        CREATE VIEW finance_transactions AS
+        SELECT g.subscription_key, g.purchase_id, g.user_id, g.group_id, g.product_id, g.product_kind, g.transaction_id,
+               coalesce(g.environment, 'Production') AS environment, g.purchase_ms, g.expires_ms, g.cancellation_ms,
+               g.cut_kind, g.is_trial, g.is_intro, g.promotional_offer_id, g.offer_code_ref_name, g.offer_type,
+               g.offer_identifier, g.offer_discount_type, g.granted_start_ms, g.granted_end_ms,
+               (p.state->'facts'->>'price')::bigint AS price_milli, p.state->'facts'->>'currency' AS currency,
+               p.state->'facts'->>'transactionReason' AS transaction_reason,
+               (g.grant_facts->>'durationDays')::integer AS duration_days,
+               CASE WHEN g.product_kind IS DISTINCT FROM 'auto-renewable' THEN false
+                    WHEN p.state->'facts'->>'transactionReason' IS NOT NULL THEN p.state->'facts'->>'transactionReason' = 'RENEWAL'
+                    ELSE EXISTS (
+                        SELECT 1 FROM grants e
+                        WHERE e.subscription_key = g.subscription_key AND e.group_id = g.group_id AND e.purchase_id <> g.purchase_id
+                          AND e.product_kind = 'auto-renewable' AND e.purchase_ms < g.purchase_ms
+                          AND e.expires_ms BETWEEN g.purchase_ms - 86400000 AND g.purchase_ms + 86400000
+                          AND (e.cut_kind IS NULL OR e.cut_kind IN ('refund', 'revoke')))
+               END AS is_renewal
+        FROM grants g
+        LEFT JOIN purchases p ON p.subscription_key = g.subscription_key AND p.purchase_id = g.purchase_id;
         """),
     ]
 }
