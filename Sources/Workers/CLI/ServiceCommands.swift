@@ -97,13 +97,19 @@ struct IngestCommand: CLICommand {
 struct WorkerCommand: CLICommand {
     let name = "worker"
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; or the membership events relay (relay) or webhook delivery (webhooks)."
-    let usage = "decode|dedupe|classify|membership|relay|webhooks [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
+    let usage = "decode|dedupe|classify|membership|relay|webhooks [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE]"
     let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks"]
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks"]
 
-    func run(_ arguments: Arguments) throws -> Int32 {
+    func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
             throw UsageError("name exactly one stage")
         }
+        guard Self.stages.contains(stageName) else { throw UsageError("unknown stage \(stageName)") }
+    }
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        let stageName = arguments.positionals[0]
         if stageName == "relay" { return try runRelay(arguments) }
         if stageName == "webhooks" { return try runWebhooks(arguments) }
         let logic: any StageLogic
