@@ -142,7 +142,7 @@ final class MembershipEventTests: XCTestCase {
         }
         XCTAssertGreaterThanOrEqual(types.count, 6, "\(types)")
         // The validator is not a rubber stamp.
-        XCTAssertFalse(schema.violations(of: Array(#"{"schema":"storeledger.membership.event/1","type":"NOPE"}"#.utf8)).isEmpty)
+        XCTAssertFalse(schema.violations(of: Array(#"{"schema":"storeledger-membership-event/1","type":"NOPE"}"#.utf8)).isEmpty)
         XCTAssertFalse(schema.violations(of: Array(#"{"eventId":1}"#.utf8)).isEmpty)
     }
 

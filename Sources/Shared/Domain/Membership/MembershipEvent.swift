@@ -2,7 +2,7 @@
 /// ledger entry as downstream services consume it. The shape is versioned by `schema` and described
 /// by `schemas/membership-event.v1.json`; fields are only ever added within a version.
 public struct MembershipEvent: Codable, Sendable, Equatable {
-    public static let schemaId = "storeledger.membership.event/1"
+    public static let schemaId = "storeledger-membership-event/1"
 
     public var schema: String = MembershipEvent.schemaId
     /// Unique and stable: `ledger-<entry id>` (consumers dedupe on it).
