@@ -361,6 +361,26 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(finance?.promotionalOfferId, "winback")
     }
 
+    func testBillingPlanAndCommitmentReachTheFinanceFactsAlsoFromALaterCopy() {
+        let plain = Apple.period("C", otid: otid, start: t0)
+        var committed = plain
+        committed.billingPlanType = "MONTHLY"
+        committed.commitmentInfo = CommitmentInfo(billingPeriodNumber: 3, totalBillingPeriods: 12,
+                                                  commitmentExpiresDateMs: t0 + 300 * day, commitmentPrice: 119_880)
+        var t = Transcript()
+        // A receipt copy knows nothing of the commitment; Apple's V2 copy of the same purchase does.
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "plain", otid: otid, [plain], signed: t0))
+        XCTAssertNil(t.state(otid).grants.values.first?.finance.commitment)
+        t.feed(Apple.v2("DID_RENEW", uuid: "committed", otid: otid, [committed], signed: t0 + 1))
+        let finance = t.state(otid).grants.values.first?.finance
+        XCTAssertEqual(t.state(otid).grants.count, 1, "one purchase")
+        XCTAssertEqual(finance?.billingPlanType, "MONTHLY")
+        XCTAssertEqual(finance?.commitment?.billingPeriodNumber, 3)
+        XCTAssertEqual(finance?.commitment?.totalBillingPeriods, 12)
+        XCTAssertEqual(finance?.commitment?.commitmentPrice, 119_880)
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + 30 * day)], "the commitment changes finance, not membership")
+    }
+
     func testGraceAfterAnExpiryWithMillisecondsLeavesNoGap() {
         var a = Apple.period("A", otid: otid, start: t0)
         a.expiresDateMs = t0 + month + 123

@@ -88,7 +88,7 @@ public final class PopulationSimulation: Sendable {
         report.users = index
         if check {
             report.mismatches = settle(users: users, timeout: settleTimeout, progress: progress)
-            report.checked = index
+            report.checked = users.count
         }
         report.settleSeconds = Date().timeIntervalSince(settleStart)
         return (report, driver)
