@@ -189,10 +189,8 @@ public struct MembershipTimeline: Sendable {
         return parts.joined(separator: " · ")
     }
 
-    /// `[start, end)` in UTC, as the ledger's reasons write times.
-    static func text(_ interval: Interval) -> String {
-        "\(TimeText.iso(interval.startMs)) → \(interval.endMs.map(TimeText.iso) ?? "open-ended")"
-    }
+    /// `[start, end)` in UTC, as the ledger's reasons write intervals.
+    static func text(_ interval: Interval) -> String { interval.description }
 
     static func text(_ intervals: [Interval]) -> String {
         intervals.isEmpty ? "nothing" : intervals.map(text).joined(separator: ", ")

@@ -5,7 +5,7 @@ import Domain
 /// the ledger as lines. Pure; control characters are replaced so no stored text can steer a terminal.
 public enum TerminalTimeline {
     static let granted: Character = "█", removed: Character = "x", grace: Character = "░", retry: Character = "~"
-    static let cut: Character = "|", empty: Character = "·"
+    static let cut: Character = "✂", empty: Character = "·"
 
     public static func render(_ timeline: MembershipTimeline, width: Int = 72) -> String {
         let columns = max(20, min(width, 400))
@@ -75,7 +75,7 @@ public enum TerminalTimeline {
     }
 
     /// C0 and C1 controls (ESC included) become `?`: the ledger holds text that came from outside.
-    static func safe(_ text: String) -> String {
+    public static func safe(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
             (scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)) ? "?" : scalar
         }))
