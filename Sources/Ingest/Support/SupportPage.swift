@@ -88,7 +88,8 @@ enum SupportPage {
             let tx = x(ms)
             return """
             <line x1="\(tx)" y1="\(Layout.axisHeight - 6)" x2="\(tx)" y2="\(y)" stroke="#eee"/>\
-            <text x="\(tx)" y="\(Layout.axisHeight - 10)" text-anchor="middle" font-size="11" fill="#50575e">\(String(TimeText.iso(ms).prefix(10)))</text>
+            <text x="\(tx)" y="\(Layout.axisHeight - 10)" text-anchor="\(step == 5 ? "end" : "middle")" font-size="11" \
+            fill="#50575e">\(String(TimeText.iso(ms).prefix(10)))</text>
             """
         }
         var now: HTML = ""
