@@ -20,7 +20,6 @@ final class SupportPageChromiumTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        guard Chromium.executable != nil else { return }
         do { world = try ScenarioWorld() } catch { startError = error }
     }
 
@@ -34,8 +33,12 @@ final class SupportPageChromiumTests: XCTestCase {
         guard let path = Chromium.executable else {
             throw XCTSkip("headless Chromium is not installed (Debian package `chromium`, installed by scripts/install-deps.sh)")
         }
+        return (try cluster(), Chromium(path: path))
+    }
+
+    private func cluster() throws -> ScenarioWorld {
         guard let world = Self.world else { throw Self.startError ?? ClusterError("scenario cluster did not start") }
-        return (world, Chromium(path: path))
+        return world
     }
 
     typealias Tx = ScenarioBodies.Tx
@@ -122,6 +125,30 @@ final class SupportPageChromiumTests: XCTestCase {
         XCTAssertTrue(text.contains("✂ cut at \(iso(switchAt)) (crossgrade): removed [\(iso(switchAt)), \(iso(t0 + month))); "
                                     + "V1 notification · CANCEL · transaction \(a.id) · Sandbox"), text)
         XCTAssertTrue(text.contains("█ granted [\(iso(t0)), \(iso(switchAt + month)))"), text)
+    }
+
+    /// Without a browser: what the routes answer to what a stranger may send.
+    func testSupportRoutesBoundEscapeAndCarryTheNoScriptHeaders() throws {
+        let world = try cluster()
+        let base = world.cluster.ingestURL + "/support"
+        let home = try HTTP.get(base)
+        XCTAssertEqual(home.status, 200)
+        XCTAssertEqual(home.headers["content-type"], "text/html; charset=utf-8")
+        XCTAssertTrue(home.headers["content-security-policy"]?.hasPrefix("default-src 'none'") == true, "\(home.headers)")
+        XCTAssertEqual(home.headers["cache-control"], "no-store")
+
+        let unknown = try HTTP.get(base + "/users/%3Cb%3Enobody-\(Self.run)%3C%2Fb%3E")
+        XCTAssertEqual(unknown.status, 404)
+        XCTAssertTrue(unknown.text.contains("Nothing matches <code>&lt;b&gt;nobody-\(Self.run)&lt;/b&gt;</code>"), unknown.text)
+        XCTAssertFalse(unknown.text.contains("<b>"))
+
+        let long = try HTTP.get(base + "/search?q=" + String(repeating: "a", count: 300))
+        XCTAssertEqual(long.status, 400, "a search longer than an id is refused before any query")
+        XCTAssertEqual(try HTTP.get(base + "/raw/storeledger.offers.sign.requests/0/0").status, 400, "signing traffic is not shown")
+        XCTAssertEqual(try HTTP.get(base + "/raw/storeledger.notifications.raw/0/-1").status, 400)
+        XCTAssertEqual(try HTTP.get(base + "/raw/storeledger.notifications.raw/99999999999/0").status, 400)
+        XCTAssertEqual(try HTTP.get(base + "/raw/storeledger.notifications.raw/0/999999999").status, 404, "an offset the broker never held")
+        XCTAssertEqual(try HTTP.post(base + "/search", body: Data()).status, 405)
     }
 
     static func userShow(_ user: String, databaseURL: String) throws -> String {
