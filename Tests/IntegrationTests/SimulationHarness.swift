@@ -13,7 +13,8 @@ final class SimulationCluster: @unchecked Sendable {
     private(set) var verifyReceipt: VerifyReceiptServer?
 
     /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
-    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:]) throws {
+    /// - Parameter restartWorkers: the supervisor restarts stage workers that die (chaos tests).
+    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], restartWorkers: Bool = false) throws {
         let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
         setup = try SimulatorSetup.prepare(directory: directory)
         store = AppStore(config: setup.config)
@@ -26,7 +27,7 @@ final class SimulationCluster: @unchecked Sendable {
             environment.merge(SimulatorSetup.verifyReceiptEnvironment(server.url)) { $1 }
         }
         cluster = try Cluster()
-        try cluster.start(extraEnvironment: environment)
+        try cluster.start(extraEnvironment: environment, restartWorkers: restartWorkers)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
         try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
                                            environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,

@@ -51,11 +51,18 @@ public struct Failpoints: Sendable, Equatable {
     }
 
     /// Crashes this process by SIGKILL at `point` if it is armed and drawn; first appends
-    /// `<pid> <point>` to STORELEDGER_FAILPOINT_LOG (when set), so a test can count the hits.
+    /// `<pid> <point> <ms since epoch>` to STORELEDGER_FAILPOINT_LOG (when set), so a test can
+    /// count the hits. With STORELEDGER_FAILPOINT_MAX too, points stop firing once the log holds
+    /// that many hits (across restarts of every worker sharing the log): a bounded chaos run.
     public func crashIfHit(_ point: Point) {
         guard hit(point) else { return }
-        if let path = ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT_LOG"], !path.isEmpty {
-            let line = "\(getpid()) \(point.rawValue)\n"
+        let environment = ProcessInfo.processInfo.environment
+        if let path = environment["STORELEDGER_FAILPOINT_LOG"], !path.isEmpty {
+            if let max = environment["STORELEDGER_FAILPOINT_MAX"].flatMap(Int.init),
+               let log = FileManager.default.contents(atPath: path), log.count(where: { $0 == 0x0A }) >= max {
+                return
+            }
+            let line = "\(getpid()) \(point.rawValue) \(currentTimeMs())\n"
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o644)
             if fd >= 0 {
                 _ = line.withCString { write(fd, $0, strlen($0)) }

@@ -62,6 +62,11 @@ public final class Supervisor: Sendable {
         running.withLock { list in list.first { $0.child.role == role }?.process.processIdentifier }
     }
 
+    /// How often the child of `role` died unexpectedly and was restarted (or is about to be).
+    public func restarts(of role: String) -> Int {
+        running.withLock { list in list.first { $0.child.role == role }?.restarts ?? 0 }
+    }
+
     /// Stops every child in reverse start order.
     public func stopAll(grace: Duration = .seconds(10)) {
         stopping.store(true, ordering: .releasing)

@@ -14,6 +14,8 @@ final class Cluster: @unchecked Sendable {
     private(set) var bootstrap = ""
     private(set) var ingestURL = ""
     private(set) var databaseURL = ""
+    /// The broker's fault channel (`storeledger broker --control-port`, `BrokerFault`).
+    private(set) var controlURL = ""
     /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`).
     private(set) var adminURLs: [String: String] = [:]
     private var postgres: EmbeddedPostgres?
@@ -38,20 +40,25 @@ final class Cluster: @unchecked Sendable {
         return candidate
     }
 
-    func start(extraEnvironment: [String: String] = [:]) throws {
-        let address = Mutex<String?>(nil)
+    /// - Parameter restartWorkers: the supervisor restarts a stage worker that dies (chaos tests
+    ///   kill them); by default a dead worker stays dead, so a test sees exactly what it did.
+    func start(extraEnvironment: [String: String] = [:], restartWorkers: Bool = false) throws {
+        let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"],
+        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4", "--control-port", "0"],
                                    environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
+            // CONTROL= is printed before BOOTSTRAP=, which is the signal.
+            if line.hasPrefix("CONTROL=") { address.withLock { $0.control = String(line.dropFirst(8)) } }
             if line.hasPrefix("BOOTSTRAP=") {
-                address.withLock { $0 = String(line.dropFirst(10)) }
+                address.withLock { $0.bootstrap = String(line.dropFirst(10)) }
                 ready.signal()
             }
         }
-        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0 }) else {
+        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0.bootstrap }) else {
             throw ClusterError("broker did not start")
         }
         bootstrap = servers
+        controlURL = address.withLock { $0.control } ?? ""
         let server = try EmbeddedPostgres.start()
         postgres = server
         databaseURL = server.url
@@ -69,7 +76,7 @@ final class Cluster: @unchecked Sendable {
             let adminPort = try FreePort.loopback()
             adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
             try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                       environment: environment, onExit: .ignore))
+                                       environment: environment, onExit: restartWorkers ? .restart : .ignore))
         }
         try waitUntilReady(timeout: 60)
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
@@ -101,6 +108,21 @@ final class Cluster: @unchecked Sendable {
     }
 
     func database() throws -> PGConnection { try PGConnection(url: databaseURL) }
+
+    /// Fast shutdown of PostgreSQL (every connection is terminated), `downFor` seconds away, then
+    /// a start on the same port and data.
+    func restartPostgres(downFor: TimeInterval) throws {
+        guard let postgres else { throw ClusterError("no PostgreSQL started") }
+        try postgres.restart(downFor: downFor)
+    }
+
+    /// Sends one fault command to the broker's control channel (`BrokerFault` documents them).
+    @discardableResult
+    func brokerFault(_ path: String) throws -> HTTP.Response {
+        let response = try HTTP.post("\(controlURL)\(path)", body: Data())
+        guard response.status == 200 else { throw ClusterError("broker fault \(path): \(response.status) \(response.text)") }
+        return response
+    }
 
     func kafka(clientId: String = "integration-test") -> KafkaConfig {
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
