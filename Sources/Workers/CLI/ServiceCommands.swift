@@ -27,8 +27,9 @@ struct BrokerCommand: CLICommand {
             try broker.createTopic(topic, partitions: Int32(partitions), replicationFactor: Int32(min(brokers, 3)))
         }
         let control = try arguments.value("control-port").map { _ in try faultChannel(broker, port: try arguments.int("control-port", default: 0), logger: logger) }
-        print("BOOTSTRAP=\(broker.bootstrapServers)")
+        // CONTROL first: BOOTSTRAP is the line that says the broker is ready.
         if let control { print("CONTROL=http://127.0.0.1:\(control.boundPort)") }
+        print("BOOTSTRAP=\(broker.bootstrapServers)")
         fflush(nil)
         logger.info("broker_ready", ["bootstrap": .string(broker.bootstrapServers), "brokers": .of(brokers),
                                      "partitions": .of(partitions)])

@@ -134,7 +134,12 @@ final class Cluster: @unchecked Sendable {
 
     /// Reads a whole topic from the beginning with a fresh consumer group.
     func readTopic(_ topic: String, atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: [topic])
+        try readTopics([topic], atLeast: minimum, timeout: timeout)
+    }
+
+    /// Reads whole topics from the beginning with one fresh consumer group.
+    func readTopics(_ topics: [String], atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: topics)
         defer { consumer.close() }
         var records: [KafkaRecord] = []
         let deadline = Date().addingTimeInterval(timeout)
