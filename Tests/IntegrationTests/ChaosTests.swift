@@ -21,7 +21,7 @@ final class ChaosTests: XCTestCase {
         let users = Int(environment["STORELEDGER_CHAOS_USERS"] ?? "") ?? 8
         let targetKills = Int(environment["STORELEDGER_CHAOS_KILLS"] ?? "") ?? 20
         let failpointLog = NSTemporaryDirectory() + "storeledger-chaos-\(UUID().uuidString).log"
-        FileManager.default.createFile(atPath: failpointLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: failpointLog, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: failpointLog) }
 
         let sim = try SimulationCluster(extraEnvironment: [

@@ -298,7 +298,7 @@ struct LagGauges {
         if !Set(lags.keys).isSuperset(of: shown) { metrics.removeGauges(LagGauges.metric) }
         shown = Set(lags.keys)
         for (partition, lag) in lags {
-            metrics.set(LagGauges.metric, ["stage": stage, "topic": partition.topic, "partition": String(partition.partition)], to: Double(lag))
+            metrics.set("storeledger_consumer_lag", ["stage": stage, "topic": partition.topic, "partition": String(partition.partition)], to: Double(lag))
         }
     }
 }
