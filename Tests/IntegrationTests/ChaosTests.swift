@@ -126,6 +126,17 @@ final class ChaosTests: XCTestCase {
                 HAVING count(*) > 1) AS twice
             """).first?.int64("n")
         XCTAssertEqual(duplicates, 0, "ledger entries with the same user, cause, interval and kind")
+        if duplicates != 0 {
+            for row in try cluster.database().query("""
+                SELECT entry_id, subscription_key, user_id, kind, purchase_id, interval_start_ms, interval_end_ms, reason, command_id, cause::text AS cause
+                FROM ledger l WHERE (subscription_key, coalesce(user_id, ''), kind, coalesce(purchase_id, ''), cause::text) IN (
+                    SELECT subscription_key, coalesce(user_id, ''), kind, coalesce(purchase_id, ''), cause::text FROM ledger
+                    GROUP BY subscription_key, user_id, kind, purchase_id, interval_start_ms, interval_end_ms, cause HAVING count(*) > 1)
+                ORDER BY entry_id LIMIT 10
+                """) {
+                say("duplicate: \(try row.int64("entry_id")) \(try row.string("kind")) \(try row.string("subscription_key")) \(try row.string("reason")) command \(try row.string("command_id")) cause \(try row.string("cause"))")
+            }
+        }
 
         let accounting = try Accounting(cluster, expectedRaw: report.driver.accepted)
         say("\(accounting.raw.count) raw records, \(accounting.decodedSources.count) decoded, \(accounting.deadLettered.count) dead-lettered by decode")
