@@ -40,7 +40,7 @@ let package = Package(
         // Deployable roles.
         .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
                 path: "Sources/Ingest", swiftSettings: strict),
-        .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "Runtime", "Kafka", "Postgres", "Crypto"],
+        .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
         .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),

@@ -1,0 +1,83 @@
+import Foundation
+import Postgres
+import Simulator
+import XCTest
+
+/// Contract: a customer none of whose notifications ever reached StoreLedger (a purchase, two
+/// renewals, the first renewal refunded) is made right — the membership API equals the oracle — by
+/// one `storeledger refresh --transaction-id`, whose tokens come from the signer; every ledger
+/// line it causes names the cause `server-api`, the refund's cut included. The history revision is
+/// stored per subscription, so a second refresh after another renewal reads only that renewal.
+final class RefreshTests: XCTestCase {
+    func testOneRefreshMakesRightAUserWhoseNotificationsWereAllLostAndTheNextReadsOnlyChanges() throws {
+        let api = try ServerAPICluster()
+        defer { api.stop() }
+        let day: Int64 = 86_400_000
+        let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+        let userId = StoreState.userUUID(seed: 0x16, index: 7)
+        let otid = try api.sim.store.mutate { state -> String in
+            state.addUser(userId)
+            let appleId = try state.addAppleID(user: userId)
+            let first = try state.purchase(user: userId, appleId: appleId, productId: "vip.a.1m", atMs: nowMs - 100 * day)
+            let renewal = try state.renew(first.originalTransactionId)
+            _ = try state.renew(first.originalTransactionId)
+            _ = try state.refund(first.originalTransactionId, transactionId: renewal.transactionId, atMs: renewal.purchaseMs + 5 * day)
+            return first.originalTransactionId
+        }
+        let checker = MembershipChecker(ingestURL: api.sim.ingestURL)
+        func expectation() -> UserExpectation { api.sim.store.read { Oracle.expectation(for: $0.users[userId]!, in: $0) } }
+        XCTAssertFalse(checker.check([expectation()]).isEmpty, "StoreLedger has heard nothing of this customer yet")
+
+        let first = try refresh(otid, api)
+        XCTAssertEqual(first.historyTransactions, 3)
+        XCTAssertEqual(first.statuses, 1)
+        XCTAssertFalse(first.resumedFromRevision)
+        XCTAssertNil(first.error)
+        try waitUntil("the membership API equals the oracle after one refresh", timeout: 60, interval: 0.5) {
+            checker.check([expectation()]).isEmpty
+        }
+        let database = try api.sim.cluster.database()
+        defer { database.close() }
+        let lines = try ledger(otid, database)
+        XCTAssertTrue(lines.contains { $0.kind == "grant" }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.kind == "cut" }, "the refund is a correction: \(lines)")
+        XCTAssertTrue(lines.allSatisfy { $0.source == "server-api" && $0.provenance == "server-api" }, "\(lines)")
+        XCTAssertNotNil(try database.query("SELECT revision FROM api_revisions WHERE subscription_key = \(otid)").first)
+
+        // Another renewal Apple did not tell us about: the next refresh reads only it.
+        _ = try api.sim.store.mutate { try $0.renew(otid) }
+        let second = try refresh(otid, api)
+        XCTAssertTrue(second.resumedFromRevision)
+        XCTAssertEqual(second.historyTransactions, 1, "only what changed since the stored revision")
+        try waitUntil("the new period shows", timeout: 60, interval: 0.5) { checker.check([expectation()]).isEmpty }
+        XCTAssertGreaterThan(try ledger(otid, database).count, lines.count)
+    }
+
+    struct Report: Decodable {
+        var historyTransactions: Int
+        var statuses: Int
+        var resumedFromRevision: Bool
+        var recordsFed: Int
+        var error: String?
+    }
+
+    func refresh(_ transactionId: String, _ api: ServerAPICluster) throws -> Report {
+        let output = try RecoverNotificationsTests.run(["refresh", "--transaction-id", transactionId, "--json"], environment: api.cliEnvironment)
+        print("[refresh] \(output)")
+        return try JSONDecoder().decode([String: Report].self, from: Data(output.utf8))["refresh"]!
+    }
+
+    struct Line: CustomStringConvertible {
+        var kind: String
+        var source: String?
+        var provenance: String?
+        var description: String { "\(kind) (\(source ?? "-"), \(provenance ?? "-"))" }
+    }
+
+    func ledger(_ subscriptionKey: String, _ database: PGConnection) throws -> [Line] {
+        try database.query("""
+            SELECT kind, cause->>'source' AS source, cause->>'provenance' AS provenance FROM ledger
+            WHERE subscription_key = \(subscriptionKey) ORDER BY entry_id
+            """).map { Line(kind: try $0.string("kind"), source: try $0.decode("source"), provenance: try $0.decode("provenance")) }
+    }
+}
