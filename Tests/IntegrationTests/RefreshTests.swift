@@ -6,8 +6,9 @@ import XCTest
 /// Contract: a customer none of whose notifications ever reached StoreLedger (a purchase, two
 /// renewals, the first renewal refunded) is made right — the membership API equals the oracle — by
 /// one `storeledger refresh --transaction-id`, whose tokens come from the signer; every ledger
-/// line it causes names the cause `server-api`, the refund's cut included. The history revision is
-/// stored per subscription, so a second refresh after another renewal reads only that renewal.
+/// line it causes names the cause `server-api`. The history revision is stored per subscription:
+/// after Apple refunds the current period (again unannounced), the next refresh reads no history
+/// again, and the statuses' signed transaction makes the correction, a cut whose cause is `server-api`.
 final class RefreshTests: XCTestCase {
     func testOneRefreshMakesRightAUserWhoseNotificationsWereAllLostAndTheNextReadsOnlyChanges() throws {
         let api = try ServerAPICluster()
@@ -39,18 +40,23 @@ final class RefreshTests: XCTestCase {
         let database = try api.sim.cluster.database()
         defer { database.close() }
         let lines = try ledger(otid, database)
-        XCTAssertTrue(lines.contains { $0.kind == "grant" }, "\(lines)")
-        XCTAssertTrue(lines.contains { $0.kind == "cut" }, "the refund is a correction: \(lines)")
+        XCTAssertEqual(lines.filter { $0.kind == "grant" }.count, 3, "\(lines)")
         XCTAssertTrue(lines.allSatisfy { $0.source == "server-api" && $0.provenance == "server-api" }, "\(lines)")
         XCTAssertNotNil(try database.query("SELECT revision FROM api_revisions WHERE subscription_key = \(otid)").first)
 
-        // Another renewal Apple did not tell us about: the next refresh reads only it.
-        _ = try api.sim.store.mutate { try $0.renew(otid) }
+        // Apple refunds the current period and the notification is lost too.
+        _ = try api.sim.store.mutate { state in
+            let latest = try state.subscription(otid).transactions.last!
+            return try state.refund(otid, transactionId: latest.transactionId, atMs: latest.purchaseMs + 2 * day)
+        }
         let second = try refresh(otid, api)
         XCTAssertTrue(second.resumedFromRevision)
-        XCTAssertEqual(second.historyTransactions, 1, "only what changed since the stored revision")
-        try waitUntil("the new period shows", timeout: 60, interval: 0.5) { checker.check([expectation()]).isEmpty }
-        XCTAssertGreaterThan(try ledger(otid, database).count, lines.count)
+        XCTAssertEqual(second.historyTransactions, 0, "no transaction was added since the stored revision")
+        try waitUntil("the refund shows", timeout: 60, interval: 0.5) { checker.check([expectation()]).isEmpty }
+        let corrected = try ledger(otid, database)
+        let cuts = corrected.dropFirst(lines.count).filter { $0.kind == "cut" }
+        XCTAssertEqual(cuts.count, 1, "the correction is one cut: \(corrected)")
+        XCTAssertTrue(cuts.allSatisfy { $0.source == "server-api" && $0.provenance == "server-api" }, "\(corrected)")
     }
 
     struct Report: Decodable {
