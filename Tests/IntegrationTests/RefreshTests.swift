@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Runtime
 import Simulator
 import XCTest
 
@@ -9,6 +10,7 @@ import XCTest
 /// line it causes names the cause `server-api`. The history revision is stored per subscription:
 /// after Apple refunds the current period (again unannounced), the next refresh reads no history
 /// again, and the statuses' signed transaction makes the correction, a cut whose cause is `server-api`.
+/// That second refresh is asked of ingest's admin endpoint (`POST /v1/admin/refresh/{id}`).
 final class RefreshTests: XCTestCase {
     func testOneRefreshMakesRightAUserWhoseNotificationsWereAllLostAndTheNextReadsOnlyChanges() throws {
         let api = try ServerAPICluster()
@@ -49,7 +51,15 @@ final class RefreshTests: XCTestCase {
             let latest = try state.subscription(otid).transactions.last!
             return try state.refund(otid, transactionId: latest.transactionId, atMs: latest.purchaseMs + 2 * day)
         }
-        let second = try refresh(otid, api)
+        let adminPort = try FreePort.loopback()
+        try api.sim.cluster.supervisor.start(.init(role: "ingest-admin", arguments: ["ingest", "--port", String(adminPort)],
+                                                   environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 },
+                                                   onExit: .ignore))
+        let adminURL = "http://127.0.0.1:\(adminPort)"
+        try waitUntil("ingest with the admin routes answers", timeout: 60, interval: 0.5) { (try? HTTP.get("\(adminURL)/healthz").status) == 200 }
+        let answer = try HTTP.post("\(adminURL)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60)
+        XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
+        let second = try XCTUnwrap(try JSONDecoder().decode([String: Report].self, from: answer.body)["refresh"])
         XCTAssertTrue(second.resumedFromRevision)
         XCTAssertEqual(second.historyTransactions, 0, "no transaction was added since the stored revision")
         try waitUntil("the refund shows", timeout: 60, interval: 0.5) { checker.check([expectation()]).isEmpty }
