@@ -99,14 +99,17 @@ struct IngestCommand: CLICommand {
 
 struct WorkerCommand: CLICommand {
     let name = "worker"
-    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership."
-    let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host"]
+    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership | consumption (answers CONSUMPTION_REQUEST) | recover (scheduled notification recovery)."
+    let usage = "decode|dedupe|classify|membership|consumption|recover [--interval S] [--lookback-hours H] [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "interval", "lookback-hours"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
             throw UsageError("name exactly one stage")
         }
+        if stageName == "recover" { return try ScheduledRecovery.run(arguments) }
+        var session: ServerAPISession?
+        defer { session?.close() }
         let logic: any StageLogic
         switch stageName {
         case "decode":
@@ -115,6 +118,13 @@ struct WorkerCommand: CLICommand {
         case "dedupe": logic = DedupeStage()
         case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments))
         case "membership": logic = MembershipStage()
+        case "consumption":
+            let policy = try ConsumptionPolicy.fromEnvironment()
+            let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
+            session = api
+            logic = ConsumptionStage(policy: policy) { transactionId, request, environment in
+                api.client.sendConsumptionInformation(transactionId: transactionId, request, environment: environment)
+            }
         default: throw UsageError("unknown stage \(stageName)")
         }
         var config = StageRunnerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-\(stageName)"),

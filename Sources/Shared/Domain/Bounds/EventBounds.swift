@@ -224,6 +224,7 @@ private struct Checker {
             optionalDate(meta.cancellationDateMs, "\(p).cancellationDateMs")
             text(meta.cancellationReason, "\(p).cancellationReason")
             text(meta.expirationIntent, "\(p).expirationIntent")
+            text(meta.consumptionRequestReason, "\(p).consumptionRequestReason")
         }
         count(event.transactions.count, "\(path).transactions", max: EventBounds.maxTransactions)
         for (index, transaction) in event.transactions.enumerated() {

@@ -105,6 +105,8 @@ public struct NotificationMeta: Codable, Sendable, Equatable {
     /// R16: true on the events a V1 body makes for the *other* subscriptions of its
     /// `unified_receipt`: the type and top-level facts are not about them.
     public var aboutAnotherSubscription: Bool?
+    /// V2 CONSUMPTION_REQUEST `data.consumptionRequestReason` (UNINTENDED_PURCHASE, ...), raw.
+    public var consumptionRequestReason: String?
 
     public init(type: String, subtype: String? = nil, uuid: String? = nil, signedDateMs: Int64? = nil,
                 autoRenewStatus: Bool? = nil, autoRenewProductId: String? = nil,
