@@ -14,6 +14,8 @@ final class ServerAPISession: Sendable {
     let bundleId: String
     let environments: [AppStoreEnvironment]
     let exchange: SignerExchange
+    /// The signer's tokens (cached until shortly before they expire).
+    let tokens: CachingTokenProvider
 
     init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
         let decoding = try AppleDecodingConfiguration.fromEnvironment()
@@ -31,7 +33,7 @@ final class ServerAPISession: Sendable {
             exchange.close()
             throw SignerExchangeError("the sign reply topic could not be read within 30 s (is the broker up?)")
         }
-        let tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
+        tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
                                                                      exchange: exchange.exchange).token)
         var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
         settings.maxPages = maxPages

@@ -16,7 +16,12 @@ final class ServerAPICluster: @unchecked Sendable {
         sim = try SimulationCluster(extraEnvironment: ["STORELEDGER_SIGNING_ISSUER_ID": Self.issuerId].merging(extraEnvironment) { $1 })
         let policy = APITokenPolicy(publicKey: sim.setup.offerSigningKey.publicKey, bundleId: sim.setup.config.bundleId,
                                     keyId: SimulatorSetup.offerKeyId, issuerId: Self.issuerId)
-        server = ServerAPIServer(store: sim.store, pki: sim.setup.pki, policy: policy, pageSize: pageSize)
+        // Test notifications go to ingest like Apple's; delivered when it answers 2xx.
+        let ingestURL = sim.ingestURL
+        server = ServerAPIServer(store: sim.store, pki: sim.setup.pki, policy: policy, pageSize: pageSize,
+                                 testNotificationSink: { delivery in
+                                     (try? HTTP.post(ingestURL + delivery.path, body: Data(delivery.body)).status).map { (200...206).contains($0) } ?? false
+                                 })
         try server.start()
     }
 
