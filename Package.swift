@@ -65,7 +65,7 @@ let package = Package(
                     path: "Tests/SignerTests", swiftSettings: strict),
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
-        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "AppleDecoding", "Domain", "Kafka", "Runtime",
+        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Workers", "AppleDecoding", "Domain", "Kafka", "Runtime",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
