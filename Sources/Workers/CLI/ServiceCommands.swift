@@ -102,11 +102,17 @@ struct WorkerCommand: CLICommand {
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership | consumption (answers CONSUMPTION_REQUEST) | recover (scheduled notification recovery)."
     let usage = "decode|dedupe|classify|membership|consumption|recover [--interval S] [--lookback-hours H] [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
     let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "interval", "lookback-hours"]
+    static let stages = ["decode", "dedupe", "classify", "membership", "consumption", "recover"]
 
-    func run(_ arguments: Arguments) throws -> Int32 {
+    func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
             throw UsageError("name exactly one stage")
         }
+        guard Self.stages.contains(stageName) else { throw UsageError("unknown stage \(stageName)") }
+    }
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        let stageName = arguments.positionals[0]
         if stageName == "recover" { return try ScheduledRecovery.run(arguments) }
         var session: ServerAPISession?
         defer { session?.close() }
