@@ -69,12 +69,11 @@ public struct NotificationV2Decoder: Sendable {
         let app = data ?? payload.object("summary") ?? payload.object("externalPurchaseToken") ?? payload.object("appData")
         let bundleId = app?.string("bundleId") ?? transaction?.bundleId
         let uuid = payload.string("notificationUUID")
-        var meta = NotificationMeta(
+        let meta = NotificationMeta(
             type: type, subtype: payload.string("subtype"), uuid: uuid,
             signedDateMs: payload.int64("signedDate"),
             autoRenewStatus: renewal?.autoRenewStatus, autoRenewProductId: renewal?.autoRenewProductId,
-            status: data?.int("status"))
-        meta.consumptionRequestReason = data?.string("consumptionRequestReason")
+            status: data?.int("status"), consumptionRequestReason: data?.string("consumptionRequestReason"))
         let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? "app:\(bundleId ?? verifier.bundleId)"
         let environment = notification.environment.rawValue
         let eventId = "v2:" + (uuid ?? EventDigest.hex(of: Array(signedPayload.utf8)))

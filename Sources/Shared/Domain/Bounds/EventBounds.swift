@@ -210,6 +210,7 @@ private struct Checker {
         optionalId(event.appUserId, "\(path).appUserId")
         date(event.receivedAtMs, "\(path).receivedAtMs")
         optionalDate(event.statedAtMs, "\(path).statedAtMs")
+        text(event.provenance, "\(path).provenance")
         if let meta = event.notification {
             let p = "\(path).notification"
             text(meta.type, "\(p).type")

@@ -112,7 +112,8 @@ public struct NotificationMeta: Codable, Sendable, Equatable {
                 autoRenewStatus: Bool? = nil, autoRenewProductId: String? = nil,
                 autoRenewStatusChangeDateMs: Int64? = nil, status: Int? = nil, originalTransactionId: String? = nil,
                 webOrderLineItemId: String? = nil, cancellationDateMs: Int64? = nil, cancellationReason: String? = nil,
-                expirationIntent: String? = nil, aboutAnotherSubscription: Bool? = nil) {
+                expirationIntent: String? = nil, aboutAnotherSubscription: Bool? = nil, consumptionRequestReason: String? = nil) {
+        self.consumptionRequestReason = consumptionRequestReason
         self.type = type
         self.subtype = subtype
         self.uuid = uuid
