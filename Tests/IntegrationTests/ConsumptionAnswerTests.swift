@@ -17,22 +17,18 @@ final class ConsumptionAnswerTests: XCTestCase {
                                                    environment: api.cliEnvironment.merging([
                                                        "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000",
                                                        "STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "60",
-                                                   ]) { $1 }, onExit: .ignore))
+                                                   ]) { $1 }, onExit: .restart))
         let day: Int64 = 86_400_000
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let userId = StoreState.userUUID(seed: 0x16C, index: 3)
-        let purchase = try api.sim.store.mutate { state -> SimTransaction in
-            state.addUser(userId)
-            let appleId = try state.addAppleID(user: userId)
-            return try state.purchase(user: userId, appleId: appleId, productId: "vip.a.1m", atMs: nowMs - 10 * day)
-        }
+        let purchase = try api.subscriber(userId, atMs: nowMs - 10 * day)
         let subscribed = try api.sim.store.read {
             try api.sim.emitter.v2($0, otid: purchase.originalTransactionId, type: "SUBSCRIBED", subtype: "INITIAL_BUY", atMs: purchase.purchaseMs)
         }
         XCTAssertEqual(try HTTP.post(api.sim.ingestURL + Delivery.notificationPath, body: Data(subscribed.body)).status, 200)
         let checker = MembershipChecker(ingestURL: api.sim.ingestURL)
         let expectation = api.sim.store.read { Oracle.expectation(for: $0.users[userId]!, in: $0) }
-        try waitUntil("the purchase is in the ledger", timeout: 60, interval: 0.5) { checker.check([expectation]).isEmpty }
+        try waitUntil("the purchase is in the ledger", timeout: 120, interval: 0.5) { checker.check([expectation]).isEmpty }
 
         // Apple asks, and retries once (the same signed notification).
         let askedMs = Int64(Date().timeIntervalSince1970 * 1000)

@@ -28,22 +28,18 @@ final class KeyCustodyTests: XCTestCase {
         let scanner = FDScanner(keyPath: keyPath)
         scanner.start()
 
-        try supervisor.start(.init(role: "consumption", arguments: ["worker", "consumption"], environment: api.cliEnvironment, onExit: .ignore))
+        try supervisor.start(.init(role: "consumption", arguments: ["worker", "consumption"], environment: api.cliEnvironment, onExit: .restart))
         let adminPort = try FreePort.loopback()
         try supervisor.start(.init(role: "ingest-admin", arguments: ["ingest", "--port", String(adminPort)],
-                                   environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 }, onExit: .ignore))
+                                   environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 }, onExit: .restart))
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let userId = StoreState.userUUID(seed: 0x6E7, index: 1)
-        let otid = try api.sim.store.mutate { state -> String in
-            state.addUser(userId)
-            return try state.purchase(user: userId, appleId: try state.addAppleID(user: userId), productId: "vip.a.1m", atMs: nowMs - 86_400_000)
-                .originalTransactionId
-        }
+        let otid = try api.subscriber(userId, atMs: nowMs - 86_400_000).originalTransactionId
         let refreshed = try RecoverNotificationsTests.run(["refresh", "--transaction-id", otid, "--json"], environment: api.cliEnvironment)
         XCTAssertTrue(refreshed.contains(#""historyTransactions":1"#), refreshed)
         _ = try RecoverNotificationsTests.run(["recover", "notifications", "--from", String(nowMs - 86_400_000), "--to", String(nowMs + 1),
                                                "--json"], environment: api.cliEnvironment)
-        try waitUntil("ingest with the admin routes answers", timeout: 60, interval: 0.5) {
+        try waitUntil("ingest with the admin routes answers", timeout: 120, interval: 0.5) {
             (try? HTTP.get("http://127.0.0.1:\(adminPort)/healthz").status) == 200
         }
         XCTAssertEqual(try HTTP.post("http://127.0.0.1:\(adminPort)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60).status, 200)

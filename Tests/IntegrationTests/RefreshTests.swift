@@ -18,14 +18,11 @@ final class RefreshTests: XCTestCase {
         let day: Int64 = 86_400_000
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let userId = StoreState.userUUID(seed: 0x16, index: 7)
-        let otid = try api.sim.store.mutate { state -> String in
-            state.addUser(userId)
-            let appleId = try state.addAppleID(user: userId)
-            let first = try state.purchase(user: userId, appleId: appleId, productId: "vip.a.1m", atMs: nowMs - 100 * day)
-            let renewal = try state.renew(first.originalTransactionId)
-            _ = try state.renew(first.originalTransactionId)
-            _ = try state.refund(first.originalTransactionId, transactionId: renewal.transactionId, atMs: renewal.purchaseMs + 5 * day)
-            return first.originalTransactionId
+        let otid = try api.subscriber(userId, atMs: nowMs - 100 * day).originalTransactionId
+        try api.sim.store.mutate { state in
+            let renewal = try state.renew(otid)
+            _ = try state.renew(otid)
+            _ = try state.refund(otid, transactionId: renewal.transactionId, atMs: renewal.purchaseMs + 5 * day)
         }
         let checker = MembershipChecker(ingestURL: api.sim.ingestURL)
         func expectation() -> UserExpectation { api.sim.store.read { Oracle.expectation(for: $0.users[userId]!, in: $0) } }
@@ -36,7 +33,7 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(first.statuses, 1)
         XCTAssertFalse(first.resumedFromRevision)
         XCTAssertNil(first.error)
-        try waitUntil("the membership API equals the oracle after one refresh", timeout: 60, interval: 0.5) {
+        try waitUntil("the membership API equals the oracle after one refresh", timeout: 120, interval: 0.5) {
             checker.check([expectation()]).isEmpty
         }
         let database = try api.sim.cluster.database()
@@ -54,15 +51,15 @@ final class RefreshTests: XCTestCase {
         let adminPort = try FreePort.loopback()
         try api.sim.cluster.supervisor.start(.init(role: "ingest-admin", arguments: ["ingest", "--port", String(adminPort)],
                                                    environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 },
-                                                   onExit: .ignore))
+                                                   onExit: .restart))
         let adminURL = "http://127.0.0.1:\(adminPort)"
-        try waitUntil("ingest with the admin routes answers", timeout: 60, interval: 0.5) { (try? HTTP.get("\(adminURL)/healthz").status) == 200 }
+        try waitUntil("ingest with the admin routes answers", timeout: 120, interval: 0.5) { (try? HTTP.get("\(adminURL)/healthz").status) == 200 }
         let answer = try HTTP.post("\(adminURL)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60)
         XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
         let second = try XCTUnwrap(try JSONDecoder().decode([String: Report].self, from: answer.body)["refresh"])
         XCTAssertTrue(second.resumedFromRevision)
         XCTAssertEqual(second.historyTransactions, 0, "no transaction was added since the stored revision")
-        try waitUntil("the refund shows", timeout: 60, interval: 0.5) { checker.check([expectation()]).isEmpty }
+        try waitUntil("the refund shows", timeout: 120, interval: 0.5) { checker.check([expectation()]).isEmpty }
         let corrected = try ledger(otid, database)
         let cuts = corrected.dropFirst(lines.count).filter { $0.kind == "cut" }
         XCTAssertEqual(cuts.count, 1, "the correction is one cut: \(corrected)")

@@ -17,11 +17,7 @@ final class ScheduledRecoveryTests: XCTestCase {
         let day: Int64 = 86_400_000
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let userId = StoreState.userUUID(seed: 0x5C4ED, index: 2)
-        let otid = try api.sim.store.mutate { state -> String in
-            state.addUser(userId)
-            return try state.purchase(user: userId, appleId: try state.addAppleID(user: userId), productId: "vip.a.1m", atMs: nowMs - 40 * day)
-                .originalTransactionId
-        }
+        let otid = try api.subscriber(userId, atMs: nowMs - 40 * day).originalTransactionId
         // The purchase reached us; the renewal never did.
         let subscribed = try api.sim.store.read { try api.sim.emitter.v2($0, otid: otid, type: "SUBSCRIBED", subtype: "INITIAL_BUY", atMs: nowMs - 40 * day) }
         XCTAssertEqual(try HTTP.post(api.sim.ingestURL + Delivery.notificationPath, body: Data(subscribed.body)).status, 200)
@@ -37,8 +33,8 @@ final class ScheduledRecoveryTests: XCTestCase {
         let adminPort = try FreePort.loopback()
         try api.sim.cluster.supervisor.start(.init(role: "recover", arguments: ["worker", "recover", "--interval", "2", "--lookback-hours", "1200",
                                                                                 "--admin-port", String(adminPort)],
-                                                   environment: api.cliEnvironment, onExit: .ignore))
-        try waitUntil("the recover worker made the customer right", timeout: 90, interval: 0.5) { checker.check([expectation]).isEmpty }
+                                                   environment: api.cliEnvironment, onExit: .restart))
+        try waitUntil("the recover worker made the customer right", timeout: 240, interval: 0.5) { checker.check([expectation]).isEmpty }
         let database = try api.sim.cluster.database()
         defer { database.close() }
         let provenances = try database.query("""

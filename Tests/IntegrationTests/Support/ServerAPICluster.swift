@@ -42,6 +42,14 @@ final class ServerAPICluster: @unchecked Sendable {
          "STORELEDGER_API_KEY_ID": SimulatorSetup.offerKeyId]
     }
 
+    /// A new customer with one Apple ID who bought `productId` at `atMs` (nothing sent to StoreLedger).
+    func subscriber(_ userId: String, productId: String = "vip.a.1m", atMs: Int64) throws -> SimTransaction {
+        try sim.store.mutate { state in
+            state.addUser(userId)
+            return try state.purchase(user: userId, appleId: try state.addAppleID(user: userId), productId: productId, atMs: atMs)
+        }
+    }
+
     func stop() {
         server.stop()
         sim.stop()
