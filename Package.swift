@@ -59,6 +59,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
+        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
         .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),

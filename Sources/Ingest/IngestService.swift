@@ -35,6 +35,7 @@ public final class IngestService: Sendable {
     private let producer: KafkaProducer
     private let reads: MembershipReads?
     private let offers: OfferEndpoints
+    private let support: SupportRoutes
     private let logger = Logger(component: "ingest")
     private let server: HTTPServer
 
@@ -46,6 +47,7 @@ public final class IngestService: Sendable {
         self.producer = try KafkaProducer(config: kafka)
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
         self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool)
+        self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka)
         let routes = Routes()
         self.server = HTTPServer(host: config.host, port: config.port, threads: config.threads,
                                  maxBodyBytes: config.maxBodyBytes) { request, responder in
@@ -69,6 +71,7 @@ public final class IngestService: Sendable {
 
     func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
         let segments = request.path.split(separator: "/").map(String.init)
+        if segments.first == "support" { return support.handle(request, responder) }
         let route = (request.method, segments.joined(separator: "/"))
         switch route {
         case ("GET", "healthz"):

@@ -114,6 +114,8 @@ public enum Vocabulary {
         .init(name: "ingest_listening", meaning: "Ingest is listening."),
         .init(name: "write_unconfirmed", meaning: "The broker did not confirm a write in time; the client got 503."),
         .init(name: "read_failed", meaning: "A read API query failed (500)."),
+        .init(name: "support_read_failed", meaning: "A support page's PostgreSQL read failed (503)."),
+        .init(name: "support_raw_read_failed", meaning: "A support page could not read a record from the broker (503)."),
         .init(name: "http_library_message", meaning: "A message from libmicrohttpd (debug)."),
         .init(name: "offer_history_failed", meaning: "Reading an account's purchase history for an offer failed."),
         .init(name: "sign_request_failed", meaning: "A sign request could not be sent to the signer."),

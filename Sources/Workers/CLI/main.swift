@@ -4,7 +4,7 @@ import Runtime
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
-    DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(),
+    DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(), UserCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

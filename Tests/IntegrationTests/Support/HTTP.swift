@@ -8,6 +8,7 @@ enum HTTP {
     struct Response {
         var status: Int
         var body: Data
+        var headers: [String: String] = [:]
         var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] }
         var text: String { String(decoding: body, as: UTF8.self) }
     }
@@ -42,7 +43,9 @@ enum HTTP {
             if let error {
                 box.result = .failure(error)
             } else {
-                box.result = .success(Response(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: data ?? Data()))
+                let http = response as? HTTPURLResponse
+                let headers = (http?.allHeaderFields ?? [:]).reduce(into: [String: String]()) { $0["\($1.key)".lowercased()] = "\($1.value)" }
+                box.result = .success(Response(status: http?.statusCode ?? 0, body: data ?? Data(), headers: headers))
             }
             done.signal()
         }.resume()
