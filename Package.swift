@@ -55,7 +55,7 @@ let package = Package(
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "DomainTests", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "DomainTests", dependencies: ["TestSupport", "CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
@@ -71,7 +71,7 @@ let package = Package(
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -55,6 +55,12 @@ public enum Vocabulary {
               help: "CONSUMPTION_REQUEST answers: sent, failed (Apple refused), retry (Apple unreachable or rate limiting)."),
         .init(name: "storeledger_recovery_fed_total", type: .counter, labels: ["environment"], processes: "worker recover",
               help: "Notifications from Apple's history fed into the raw topic by scheduled recovery."),
+        .init(name: "storeledger_outbox_events_total", type: .counter, labels: [], processes: "worker membership",
+              help: "Membership events written to the outbox (one per membership-changing ledger entry)."),
+        .init(name: "storeledger_relay_published_total", type: .counter, labels: [], processes: "worker relay",
+              help: "Outbox events published to storeledger.membership.events."),
+        .init(name: "storeledger_webhook_deliveries_total", type: .counter, labels: ["endpoint", "result"], processes: "worker webhooks",
+              help: "Webhook delivery attempts by endpoint and result (delivered, failed)."),
         // Signer
         .init(name: "storeledger_signer_requests_total", type: .counter, labels: ["outcome", "kind"], processes: "signer",
               help: "Sign and API-token requests answered, by outcome."),
@@ -128,6 +134,14 @@ public enum Vocabulary {
         .init(name: "request_refused", meaning: "The signer refused a request (unknown key, expired, replayed)."),
         .init(name: "request_invalid", meaning: "A sign request could not be parsed."),
         .init(name: "metrics_write_failed", meaning: "The signer could not write its metrics file."),
+        // Membership events and webhooks
+        .init(name: "relay_started", meaning: "The relay holds the relay lock and publishes."),
+        .init(name: "relay_recovered", meaning: "The relay marked as published what the topic's tail shows already landed."),
+        .init(name: "relay_publish_failed", meaning: "A relay round was not acknowledged; the relay starts over from the topic's tail."),
+        .init(name: "relay_failpoint_crash", meaning: "Test failpoint: the relay killed itself between publishing and marking."),
+        .init(name: "webhooks_started", meaning: "Webhook delivery started for the configured endpoints."),
+        .init(name: "webhook_database_error", meaning: "A webhook endpoint's worker lost PostgreSQL; it waits and reconnects."),
+        .init(name: "webhook_endpoint_failed", meaning: "A webhook endpoint's worker stopped on an error (the process exits)."),
         // Tools
         .init(name: "dlq_redriven", meaning: "storeledger dlq redrive sent dead letters back to their source topic."),
         .init(name: "recovery_pass", meaning: "worker recover paged one environment's failed notifications (found, already ingested, fed, failed)."),

@@ -99,10 +99,10 @@ struct IngestCommand: CLICommand {
 
 struct WorkerCommand: CLICommand {
     let name = "worker"
-    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership | consumption (answers CONSUMPTION_REQUEST) | recover (scheduled notification recovery)."
-    let usage = "decode|dedupe|classify|membership|consumption|recover [--interval S] [--lookback-hours H] [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "interval", "lookback-hours"]
-    static let stages = ["decode", "dedupe", "classify", "membership", "consumption", "recover"]
+    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; the membership events relay (relay) or webhook delivery (webhooks); consumption (answers CONSUMPTION_REQUEST) or recover (scheduled notification recovery)."
+    let usage = "decode|dedupe|classify|membership|relay|webhooks|consumption|recover [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE] [--interval S] [--lookback-hours H]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks", "interval", "lookback-hours"]
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks", "consumption", "recover"]
 
     func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
@@ -113,6 +113,8 @@ struct WorkerCommand: CLICommand {
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let stageName = arguments.positionals[0]
+        if stageName == "relay" { return try runRelay(arguments) }
+        if stageName == "webhooks" { return try runWebhooks(arguments) }
         if stageName == "recover" { return try ScheduledRecovery.run(arguments) }
         var session: ServerAPISession?
         defer { session?.close() }

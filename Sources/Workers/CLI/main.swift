@@ -5,6 +5,7 @@ import Runtime
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
     DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(), UserCommand(),
+    WebhooksCommand(), ReportCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

@@ -19,6 +19,8 @@ final class Cluster: @unchecked Sendable {
     private var postgres: EmbeddedPostgres?
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
+    /// Workers that are not consumer stages: the membership events relay (issue 17).
+    static let relays = ["relay"]
 
     init() throws {
         supervisor = Supervisor(executable: try Cluster.binary())
@@ -38,7 +40,8 @@ final class Cluster: @unchecked Sendable {
         return candidate
     }
 
-    func start(extraEnvironment: [String: String] = [:]) throws {
+    /// - Parameter workerExit: what the supervisor does when a worker dies (tests that SIGKILL workers restart them).
+    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
         let address = Mutex<String?>(nil)
         let ready = DispatchSemaphore(value: 0)
         try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"],
@@ -65,11 +68,11 @@ final class Cluster: @unchecked Sendable {
         environment.merge(extraEnvironment) { $1 }
         try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
                                    environment: environment, onExit: .ignore))
-        for stage in Cluster.stages {
+        for stage in Cluster.stages + Cluster.relays {
             let adminPort = try FreePort.loopback()
             adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
             try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                       environment: environment, onExit: .ignore))
+                                       environment: environment, onExit: workerExit))
         }
         try waitUntilReady(timeout: 60)
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
@@ -78,7 +81,7 @@ final class Cluster: @unchecked Sendable {
     /// Waits until every stage's `/readyz` answers 200 (partitions held, nothing paused, no outage).
     func waitUntilReady(timeout: TimeInterval) throws {
         try waitUntil("every stage answers /readyz with 200", timeout: timeout) {
-            Cluster.stages.allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
+            (Cluster.stages + Cluster.relays).allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
         }
     }
 

@@ -8,9 +8,12 @@ public enum Topic {
     public static let deadLetter = "storeledger.deadletter"
     public static let signRequests = "storeledger.offers.sign.requests"
     public static let signReplies = "storeledger.offers.sign.replies"
+    /// Membership events for the company's other services (issue 17): key = user, one per
+    /// membership-changing ledger entry, published from the outbox by the relay.
+    public static let membershipEvents = "storeledger.membership.events"
 
     public static let all = [notificationsRaw, receiptsRaw, decoded, unique, commands, deadLetter,
-                             signRequests, signReplies]
+                             signRequests, signReplies, membershipEvents]
 }
 
 /// Kafka header names the pipeline writes. Raw records keep the caller's HTTP headers as `http.<name>`.
@@ -22,6 +25,8 @@ public enum RecordHeader {
     public static let schema = "storeledger.schema"                // payload schema of typed records
     /// How a raw record reached us when not through ingest: "recovered" (notification history), "server-api" (refresh).
     public static let provenance = "storeledger.provenance"
+    public static let eventType = "storeledger.event-type"         // MembershipEventType raw value
+    public static let relaySequence = "storeledger.relay-seq"      // the relay's publication order, decimal text
 }
 
 /// Where a raw record came from at the edge.
