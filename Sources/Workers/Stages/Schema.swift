@@ -187,6 +187,7 @@ public enum Schema {
             created_at  timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (target, action_id)
         );
+        """),
         Migration(version: 6, name: "membership events outbox, webhook deliveries, subscription metrics", sql: """
         -- Transactional outbox (issue 17): one row per membership-changing ledger entry, written in the
         -- ledger's transaction; the relay publishes it to storeledger.membership.events and marks it.
