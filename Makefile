@@ -22,9 +22,14 @@ run: release
 test: deps
 	scripts/test.sh
 
-## Fault-injection tests kept out of make test (SIGSTOP past the session timeout).
+## The chaos test at a larger size than make test's (kills, PostgreSQL restart, broker faults; docs/configuration.md).
+CHAOS_USERS ?= 60
+CHAOS_KILLS ?= 60
+CHAOS_RATE ?= 25
 chaos: deps
-	scripts/test.sh --filter ZombieFencingTests
+	STORELEDGER_CHAOS_USERS=$(CHAOS_USERS) STORELEDGER_CHAOS_KILLS=$(CHAOS_KILLS) STORELEDGER_CHAOS_RATE=$(CHAOS_RATE) \
+		scripts/test.sh --filter 'ChaosTests|ZombieFencingTests'
+
 
 bench: release
 	.build/release/storeledger bench all

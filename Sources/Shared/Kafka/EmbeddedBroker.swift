@@ -59,6 +59,30 @@ public final class EmbeddedBroker: Sendable {
         try cluster.call("set broker \(id) up") { rd_kafka_mock_broker_set_up($0, id) }
     }
 
+    /// Fault injection: adds `milliseconds` to every reply of broker `id` (-1 for all; 0 removes it).
+    public func setRoundTripTime(_ id: Int32, milliseconds: Int32) throws(KafkaError) {
+        try cluster.call("set broker \(id) rtt") { rd_kafka_mock_broker_set_rtt($0, id, milliseconds) }
+    }
+
+    /// Fault injection: the next `errors.count` requests of `api` (to any broker) fail with these
+    /// errors, in order, before requests of that kind are served normally again.
+    public func pushRequestErrors(_ api: KafkaRequestKind, _ errors: [KafkaInjectedError]) throws(KafkaError) {
+        guard !errors.isEmpty else { return }
+        let codes = errors.map { rd_kafka_resp_err_t($0.rawValue) }
+        try cluster.call("push \(errors.count) \(api) errors") { mock in
+            codes.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(mock, api.rawValue, codes.count, $0.baseAddress) }
+            return RD_KAFKA_RESP_ERR_NO_ERROR
+        }
+    }
+
+    /// Drops request errors still queued for `api`.
+    public func clearRequestErrors(_ api: KafkaRequestKind) throws(KafkaError) {
+        try cluster.call("clear \(api) errors") { mock in
+            rd_kafka_mock_clear_request_errors(mock, api.rawValue)
+            return RD_KAFKA_RESP_ERR_NO_ERROR
+        }
+    }
+
     /// Stops the forwarder and the brokers; connected clients see the cluster vanish.
     /// Idempotent; `deinit` calls it.
     public func close() {
@@ -103,5 +127,77 @@ private final class MockCluster: Sendable {
             if let raw = pointer?.raw { rd_kafka_mock_cluster_destroy(raw) }
             pointer = nil
         }
+    }
+}
+
+/// Kafka protocol requests the fault API can fail (their ApiKey).
+public enum KafkaRequestKind: Int16, Sendable, CaseIterable, CustomStringConvertible {
+    case produce = 0
+    case fetch = 1
+    case listOffsets = 2
+    case metadata = 3
+    case offsetCommit = 8
+    case offsetFetch = 9
+    case findCoordinator = 10
+    case joinGroup = 11
+    case heartbeat = 12
+    case syncGroup = 14
+    case initProducerId = 22
+
+    /// As Kafka names the request (`Produce`, `OffsetCommit`, ...), for the control channel.
+    public var description: String {
+        switch self {
+        case .produce: "Produce"
+        case .fetch: "Fetch"
+        case .listOffsets: "ListOffsets"
+        case .metadata: "Metadata"
+        case .offsetCommit: "OffsetCommit"
+        case .offsetFetch: "OffsetFetch"
+        case .findCoordinator: "FindCoordinator"
+        case .joinGroup: "JoinGroup"
+        case .heartbeat: "Heartbeat"
+        case .syncGroup: "SyncGroup"
+        case .initProducerId: "InitProducerId"
+        }
+    }
+
+    public init?(name: String) {
+        guard let kind = KafkaRequestKind.allCases.first(where: { $0.description.lowercased() == name.lowercased() }) else { return nil }
+        self = kind
+    }
+}
+
+/// Broker error codes worth injecting: the retriable ones a client must ride out, and the
+/// group errors that force a rejoin.
+public enum KafkaInjectedError: Int32, Sendable, CaseIterable, CustomStringConvertible {
+    case notLeaderForPartition = 6
+    case requestTimedOut = 7
+    case networkException = 13
+    case coordinatorLoadInProgress = 14
+    case coordinatorNotAvailable = 15
+    case notCoordinator = 16
+    case notEnoughReplicas = 19
+    case illegalGeneration = 22
+    case unknownMemberId = 25
+    case rebalanceInProgress = 27
+
+    public var description: String {
+        switch self {
+        case .notLeaderForPartition: "NOT_LEADER_FOR_PARTITION"
+        case .requestTimedOut: "REQUEST_TIMED_OUT"
+        case .networkException: "NETWORK_EXCEPTION"
+        case .coordinatorLoadInProgress: "COORDINATOR_LOAD_IN_PROGRESS"
+        case .coordinatorNotAvailable: "COORDINATOR_NOT_AVAILABLE"
+        case .notCoordinator: "NOT_COORDINATOR"
+        case .notEnoughReplicas: "NOT_ENOUGH_REPLICAS"
+        case .illegalGeneration: "ILLEGAL_GENERATION"
+        case .unknownMemberId: "UNKNOWN_MEMBER_ID"
+        case .rebalanceInProgress: "REBALANCE_IN_PROGRESS"
+        }
+    }
+
+    public init?(name: String) {
+        guard let error = KafkaInjectedError.allCases.first(where: { $0.description == name.uppercased() }) else { return nil }
+        self = error
     }
 }

@@ -104,11 +104,13 @@ extension KafkaConfig {
             "enable.auto.commit": "false",
             "enable.auto.offset.store": "false",
             "auto.offset.reset": "earliest",
-            // Eager `range` rather than `cooperative-sticky`: librdkafka 2.0.2's cooperative
-            // assignor has known crashes and hangs (closing before the first rebalance,
-            // librdkafka#4312, fixed in 2.2; an endless loop with more members than partitions,
-            // #4783, fixed in 2.6). Eager rebalances redeliver in-flight work, which the stages
-            // already tolerate because they are idempotent. Every member must use the same one.
+            // Eager `range` rather than `cooperative-sticky` (docs/configuration.md, "Partition
+            // assignment", with the measurements on the embedded broker): the consumer loop drops
+            // queued records on every rebalance, correct only when librdkafka restarts each
+            // assigned partition from its commit (eager); and librdkafka 2.0.2's cooperative
+            // assignor has known hangs (librdkafka#4312, fixed in 2.2; #4783, fixed in 2.6).
+            // Eager rebalances redeliver in-flight work, which the idempotent stages absorb.
+            // Every member must use the same one.
             "partition.assignment.strategy": "range",
             "session.timeout.ms": String(sessionTimeout.rdMilliseconds),
             "heartbeat.interval.ms": String(heartbeatInterval.rdMilliseconds),

@@ -119,6 +119,27 @@ public final class KafkaConsumer: Sendable {
         return offsets
     }
 
+    /// Consumer lag per partition: the high watermark librdkafka last saw in a fetch reply (cached,
+    /// no request) minus `committed[p]`, the next offset this member committed, or else its fetch
+    /// position (where it resumed from the group's commit). Partitions with neither are left out.
+    public func lag(of partitions: Set<PartitionID>, committed: [PartitionID: Int64]) -> [PartitionID: Int64] {
+        guard !partitions.isEmpty, let list = rd_kafka_topic_partition_list_new(Int32(partitions.count)) else { return [:] }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for partition in partitions { rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition) }
+        _ = rd_kafka_position(client.pointer, list)
+        var lags: [PartitionID: Int64] = [:]
+        for element in elements(of: list) {
+            let id = PartitionID(topic: String(cString: element.topic), partition: element.partition)
+            var low: Int64 = -1
+            var high: Int64 = -1
+            guard rd_kafka_get_watermark_offsets(client.pointer, element.topic, element.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
+                  high >= 0 else { continue }
+            guard let from = committed[id] ?? (element.offset >= 0 ? element.offset : nil) else { continue }
+            lags[id] = max(0, high - from)
+        }
+        return lags
+    }
+
     /// How many partitions this member holds now: 0 until the first group join completed
     /// (which takes seconds on a fresh group).
     public var assignedPartitionCount: Int {

@@ -107,6 +107,19 @@ public final class EmbeddedPostgres: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// Fault injection for tests: a fast shutdown (clients see their connections terminated),
+    /// `downFor` seconds with nothing listening, then a start on the same port and data.
+    public func restart(downFor: TimeInterval = 0) throws {
+        let stop = try EmbeddedPostgres.run(binDirectory + "/pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"],
+                                            asPostgres: runAsPostgres, in: directory)
+        guard stop.status == 0 else { throw PGError(kind: .embeddedServer, message: "pg_ctl stop failed: \(stop.output.suffix(500))") }
+        if downFor > 0 { Thread.sleep(forTimeInterval: downFor) }
+        let start = try EmbeddedPostgres.run(binDirectory + "/pg_ctl",
+                                             ["-D", dataDirectory, "-l", logFile, "-w", "-t", "30", "-o", "-p \(port)", "start"],
+                                             asPostgres: runAsPostgres, in: directory)
+        guard start.status == 0 else { throw PGError(kind: .embeddedServer, message: "pg_ctl start failed: \(start.output.suffix(500))\n\(logTail())") }
+    }
+
     /// The last lines of the server log, for error messages.
     public func logTail(maxBytes: Int = 4000) -> String {
         EmbeddedPostgres.tail(of: logFile, maxBytes: maxBytes)

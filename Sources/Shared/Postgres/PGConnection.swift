@@ -25,15 +25,18 @@ public enum PGIsolation: String, Sendable {
 public final class PGConnection {
     private var handle: OpaquePointer?
     private let conninfo: String
+    private let options: PGOptions
     /// Statement text + parameter types -> server-side prepared statement name.
     private var preparedNames: [String: String] = [:]
     private var savepointDepth = 0
 
     /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
-    /// string. Errors never repeat the URL (it may hold a password).
-    public init(url: String) throws {
+    /// string. Errors never repeat the URL (it may hold a password). `options` bound how long
+    /// connecting and each statement may take (the process's STORELEDGER_PG_* settings by default).
+    public init(url: String, options: PGOptions = .process) throws {
         conninfo = url
-        handle = try PGConnection.connect(url)
+        self.options = options
+        handle = try PGConnection.connect(url, options)
     }
 
     deinit { close() }
@@ -65,12 +68,12 @@ public final class PGConnection {
         if let handle {
             PQreset(handle)
             if PQstatus(handle) == CONNECTION_OK {
-                try PGConnection.configureSession(handle)
+                try PGConnection.configureSession(handle, options)
                 return
             }
             close()
         }
-        handle = try PGConnection.connect(conninfo)
+        handle = try PGConnection.connect(conninfo, options)
     }
 
     // MARK: Statements
@@ -210,8 +213,13 @@ public final class PGConnection {
         return firstLine.count > 120 ? String(firstLine.prefix(120)) + "..." : firstLine
     }
 
-    private static func connect(_ conninfo: String) throws -> OpaquePointer {
-        guard let handle = PQconnectdb(conninfo) else {
+    private static func connect(_ conninfo: String, _ options: PGOptions) throws -> OpaquePointer {
+        // The URL is expanded as `dbname` (expand_dbname=1); the keywords after it override its own.
+        let pairs = [("dbname", conninfo)] + options.connectKeywords
+        let made: OpaquePointer? = withCStrings(pairs.map(\.0)) { keywords in
+            withCStrings(pairs.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
+        }
+        guard let handle = made else {
             throw PGError(kind: .connection, message: "libpq could not allocate a connection")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
@@ -220,7 +228,7 @@ public final class PGConnection {
             throw PGError(kind: .connection, message: message.isEmpty ? "could not connect" : message)
         }
         do {
-            try configureSession(handle)
+            try configureSession(handle, options)
         } catch {
             PQfinish(handle)
             throw error
@@ -230,13 +238,14 @@ public final class PGConnection {
 
     /// Fixes the output formats this module parses, whatever the server's defaults, and
     /// routes server notices to the debug log instead of libpq's default stderr printing.
-    private static func configureSession(_ handle: OpaquePointer) throws {
+    private static func configureSession(_ handle: OpaquePointer, _ options: PGOptions) throws {
         PQsetNoticeProcessor(handle, { _, message in
             guard let message else { return }
             let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
             Logger(component: "postgres").debug("pg_notice", ["message": .string(text)])
         }, nil)
-        let setup = "SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'; SET client_encoding = 'UTF8'"
+        let setup = "SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'; SET client_encoding = 'UTF8'; "
+            + "SET statement_timeout = \(options.statementTimeoutMs)"
         guard let result = PQexec(handle, setup) else {
             throw PGError(kind: .connection, message: "could not configure the session")
         }
@@ -246,6 +255,14 @@ public final class PGConnection {
             throw PGError(kind: .connection, message: "could not configure the session: \(message)")
         }
     }
+}
+
+/// A NULL-terminated C string array alive for the duration of `body`.
+private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    let pointers = copies.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
 /// Bind parameters laid out for libpq: one contiguous buffer, pointers into it.

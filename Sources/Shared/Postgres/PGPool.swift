@@ -1,10 +1,15 @@
 import Dispatch
+import Runtime
 import Synchronization
 
 /// A small blocking connection pool for threads (e.g. the HTTP server's pool threads).
 /// Connections open lazily, up to `size`; a borrower blocks until one is free. A connection
 /// that broke is reconnected on its next checkout; one returned inside a transaction (the
 /// body escaped mid-BEGIN) is rolled back, or dropped if that fails.
+/// While the server is unreachable, connection attempts are spaced by a capped exponential
+/// backoff shared by all slots: a borrower inside the wait fails at once with
+/// `PGError.connection` (an HTTP thread answers 503 instead of each one waiting out
+/// `connect_timeout` against a server that just refused the previous attempt).
 /// Blocks the calling thread: call it from threads, not from async tasks.
 public final class PGPool: Sendable {
     public let size: Int
@@ -13,10 +18,15 @@ public final class PGPool: Sendable {
     private let permits: DispatchSemaphore
     /// Free slots; nil is a slot whose connection is not open (yet, or any more).
     private let slots: Mutex<[PooledConnection?]>
+    private let options: PGOptions
+    private let backoff = Mutex(ReconnectBackoff())
+    private let clock: @Sendable () -> Int64
 
-    public init(url: String, size: Int) {
+    public init(url: String, size: Int, options: PGOptions = .process, clock: @escaping @Sendable () -> Int64 = currentTimeMs) {
         self.size = max(1, size)
         self.url = url
+        self.options = options
+        self.clock = clock
         permits = DispatchSemaphore(value: self.size)
         slots = Mutex([PooledConnection?](repeating: nil, count: self.size))
     }
@@ -44,9 +54,26 @@ public final class PGPool: Sendable {
     }
 
     private func ready(_ slot: PooledConnection?) throws -> PooledConnection {
-        guard let slot else { return PooledConnection(try PGConnection(url: url)) }
-        if slot.connection.isBroken { try slot.connection.reset() }
-        return slot
+        if let slot, !slot.connection.isBroken { return slot }
+        let now = clock()
+        if let wait = backoff.withLock({ $0.remainingWait(nowMs: now) }) {
+            throw PGError(kind: .connection, message: "PostgreSQL unreachable; next connection attempt in \(wait) ms")
+        }
+        do {
+            let pooled: PooledConnection
+            if let slot {
+                try slot.connection.reset()
+                pooled = slot
+            } else {
+                pooled = PooledConnection(try PGConnection(url: url, options: options))
+            }
+            backoff.withLock { $0.succeeded() }
+            return pooled
+        } catch {
+            let failedAt = clock()
+            backoff.withLock { $0.failed(nowMs: failedAt) }
+            throw error
+        }
     }
 
     private func giveBack(_ pooled: PooledConnection) {
@@ -64,4 +91,29 @@ public final class PGPool: Sendable {
 final class PooledConnection: @unchecked Sendable {
     let connection: PGConnection
     init(_ connection: PGConnection) { self.connection = connection }
+}
+
+/// When to try connecting again after failures: 100 ms doubling to 5 s (pure; the pool keeps one).
+struct ReconnectBackoff: Sendable, Equatable {
+    static let baseMs: Int64 = 100
+    static let capMs: Int64 = 5_000
+    private(set) var failures = 0
+    private(set) var nextAttemptMs: Int64?
+
+    /// Milliseconds until the next attempt is allowed, or nil when one may go now.
+    func remainingWait(nowMs: Int64) -> Int64? {
+        guard let next = nextAttemptMs, nowMs < next else { return nil }
+        return next - nowMs
+    }
+
+    mutating func failed(nowMs: Int64) {
+        failures += 1
+        let shift = min(failures - 1, 20)
+        nextAttemptMs = nowMs + min(ReconnectBackoff.capMs, ReconnectBackoff.baseMs << shift)
+    }
+
+    mutating func succeeded() {
+        failures = 0
+        nextAttemptMs = nil
+    }
 }

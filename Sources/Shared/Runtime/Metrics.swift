@@ -12,6 +12,10 @@ public final class Metrics: Sendable {
     }
     private let counters = Mutex<[Key: Double]>([:])
     private let gauges = Mutex<[Key: Double]>([:])
+    private let histograms = Mutex<[Key: Histogram]>([:])
+
+    /// Default upper bounds (seconds) for latency histograms: 1 ms to 30 s.
+    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
     public init() {}
 
@@ -23,6 +27,27 @@ public final class Metrics: Sendable {
     public func set(_ name: String, _ labels: [String: String] = [:], to value: Double) {
         let key = Key(name: name, labels: Metrics.render(labels))
         gauges.withLock { $0[key] = value }
+    }
+
+    /// Records one observation in histogram `name` (`_bucket{le}`, `_sum`, `_count` in the exposition).
+    /// The first observation of a series fixes its `buckets` (ascending upper bounds; +Inf is implied).
+    public func observe(_ name: String, _ labels: [String: String] = [:], _ value: Double, buckets: [Double] = Metrics.latencyBuckets) {
+        let key = Key(name: name, labels: Metrics.render(labels))
+        histograms.withLock { all in
+            var histogram = all[key] ?? Histogram(bounds: buckets)
+            histogram.observe(value)
+            all[key] = histogram
+        }
+    }
+
+    /// Removes every gauge series of `name` (e.g. per-partition lag after a rebalance took partitions away).
+    public func removeGauges(_ name: String) {
+        gauges.withLock { all in all = all.filter { $0.key.name != name } }
+    }
+
+    public func gauge(_ name: String, _ labels: [String: String] = [:]) -> Double? {
+        let key = Key(name: name, labels: Metrics.render(labels))
+        return gauges.withLock { $0[key] }
     }
 
     public func counter(_ name: String, _ labels: [String: String] = [:]) -> Double {
@@ -43,6 +68,17 @@ public final class Metrics: Sendable {
         }
         emit(counters.withLock { $0 }, type: "counter")
         emit(gauges.withLock { $0 }, type: "gauge")
+        var typed = Set<String>()
+        for (key, histogram) in histograms.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            if typed.insert(key.name).inserted { out += "# TYPE \(key.name) histogram\n" }
+            for (bound, count) in histogram.cumulative {
+                let le = bound.isInfinite ? "+Inf" : Metrics.format(bound)
+                out += "\(key.name)_bucket{" + (key.labels + ["le=\"\(le)\""]).joined(separator: ",") + "} \(count)\n"
+            }
+            let labels = key.labels.isEmpty ? "" : "{" + key.labels.joined(separator: ",") + "}"
+            out += "\(key.name)_sum\(labels) \(Metrics.format(histogram.sum))\n"
+            out += "\(key.name)_count\(labels) \(histogram.count)\n"
+        }
         return out
     }
 
@@ -56,5 +92,34 @@ public final class Metrics: Sendable {
 
     private static func format(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}
+
+/// Prometheus histogram state: per-bucket counts (not cumulative until rendered), sum and count.
+struct Histogram: Sendable, Equatable {
+    let bounds: [Double]
+    private(set) var counts: [Int]
+    private(set) var sum = 0.0
+    private(set) var count = 0
+
+    init(bounds: [Double]) {
+        self.bounds = bounds.sorted()
+        counts = Array(repeating: 0, count: bounds.count + 1)
+    }
+
+    mutating func observe(_ value: Double) {
+        let index = bounds.firstIndex { value <= $0 } ?? bounds.count
+        counts[index] += 1
+        sum += value
+        count += 1
+    }
+
+    /// (upper bound, observations at or below it), ending with +Inf = count.
+    var cumulative: [(Double, Int)] {
+        var running = 0
+        return zip(bounds + [.infinity], counts).map { bound, n in
+            running += n
+            return (bound, running)
+        }
     }
 }

@@ -58,8 +58,15 @@ public final class Supervisor: Sendable {
         return running.withLock { _ in entry.process.processIdentifier }
     }
 
+    /// The child's pid; nil while it is being (re)launched. Never 0: `kill(0, ...)` would signal
+    /// the caller's whole process group.
     public func pid(of role: String) -> Int32? {
-        running.withLock { list in list.first { $0.child.role == role }?.process.processIdentifier }
+        running.withLock { list in list.first { $0.child.role == role }?.process.processIdentifier }.flatMap { $0 > 0 ? $0 : nil }
+    }
+
+    /// How often the child of `role` died unexpectedly and was restarted (or is about to be).
+    public func restarts(of role: String) -> Int {
+        running.withLock { list in list.first { $0.child.role == role }?.restarts ?? 0 }
     }
 
     /// Stops every child in reverse start order.

@@ -10,9 +10,9 @@ import Workers
 
 struct BrokerCommand: CLICommand {
     let name = "broker"
-    let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. Prints BOOTSTRAP=<address>; stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
-    let usage = "[--port P] [--brokers N] [--partitions N]"
-    let optionNames: Set<String> = ["port", "brokers", "partitions"]
+    let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. Prints BOOTSTRAP=<address> (and CONTROL=<url> with --control-port: the fault-injection channel, docs/configuration.md); stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
+    let usage = "[--port P] [--brokers N] [--partitions N] [--control-port P]"
+    let optionNames: Set<String> = ["port", "brokers", "partitions", "control-port"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let port = try arguments.value("port").map { _ in try arguments.int("port", default: 0) }
@@ -26,14 +26,41 @@ struct BrokerCommand: CLICommand {
         for topic in Topic.all {
             try broker.createTopic(topic, partitions: Int32(partitions), replicationFactor: Int32(min(brokers, 3)))
         }
+        let control = try arguments.value("control-port").map { _ in try faultChannel(broker, port: try arguments.int("control-port", default: 0), logger: logger) }
+        // CONTROL first: BOOTSTRAP is the line that says the broker is ready.
+        if let control { print("CONTROL=http://127.0.0.1:\(control.boundPort)") }
         print("BOOTSTRAP=\(broker.bootstrapServers)")
         fflush(nil)
         logger.info("broker_ready", ["bootstrap": .string(broker.bootstrapServers), "brokers": .of(brokers),
                                      "partitions": .of(partitions)])
         stop.wait()
+        control?.stop()
         broker.close()
         logger.info("broker_stopped")
         return 0
+    }
+
+    /// The fault-injection channel (`BrokerFault`): loopback only, one thread, no bodies.
+    private func faultChannel(_ broker: EmbeddedBroker, port: Int, logger: Logger) throws -> HTTPServer {
+        guard (0...65535).contains(port) else { throw UsageError("--control-port must be 0...65535") }
+        let server = HTTPServer(host: "127.0.0.1", port: port, threads: 1, maxBodyBytes: 0) { request, responder in
+            var query: [String: String] = [:]
+            for field in request.query { query[field.name] = field.value }
+            switch BrokerFault.parse(method: request.method, path: request.path, query: query) {
+            case .failure(let error):
+                _ = responder.respond(.error(status: error.status, reason: error.reason))
+            case .success(let fault):
+                do {
+                    try fault.apply(to: broker)
+                    logger.warning("broker_fault_injected", ["fault": .string("\(fault)")])
+                    _ = responder.respond(.json(["applied": "\(fault)"]))
+                } catch {
+                    _ = responder.respond(.error(status: 500, reason: String(describing: error)))
+                }
+            }
+        }
+        try server.start()
+        return server
     }
 }
 
@@ -45,7 +72,10 @@ struct MigrateCommand: CLICommand {
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let url = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
-        let applied = try Migrator.migrate(try PGConnection(url: url), Schema.migrations)
+        // No statement timeout: an index build on a large table may take long (connecting is still bounded).
+        var options = PGOptions.process
+        options.statementTimeoutMs = 0
+        let applied = try Migrator.migrate(try PGConnection(url: url, options: options), Schema.migrations)
         Logger(component: "migrate").info("migrated", ["applied": .string(applied.map(String.init).joined(separator: ","))])
         return 0
     }
@@ -140,10 +170,11 @@ struct WorkerCommand: CLICommand {
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
         config.policy = try Environment.loopPolicy(maxBatch: 500)
-        switch ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT"] ?? "" {
-        case "": break
-        case "stop-before-commit": config.stopBeforeFirstCommit = true
-        case let other: throw UsageError("unknown STORELEDGER_FAILPOINT \(other) (known: stop-before-commit)")
+        do {
+            config.failpoints = try Failpoints.parse(ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT"] ?? "")
+            _ = try PGOptions.parse(ProcessInfo.processInfo.environment)
+        } catch {
+            throw UsageError(String(describing: error))
         }
         let runner = StageRunner(logic: logic, config: config)
         // Non-zero after a critical failure: the supervisor restarts the worker, which reads the uncommitted records again.

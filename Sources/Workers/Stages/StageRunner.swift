@@ -46,9 +46,10 @@ public struct StageRunnerConfig: Sendable {
     public var groupId: String
     /// Batch size, poll timeout, retry attempts and backoff of the consumer loop.
     public var policy = ConsumerLoopMachine.Policy()
-    /// Test-only: stop this process (SIGSTOP) once, before the COMMIT of the first batch, so a test
-    /// can make a zombie that holds an open transaction (STORELEDGER_FAILPOINT=stop-before-commit).
-    public var stopBeforeFirstCommit = false
+    /// Test-only crash and stop points (STORELEDGER_FAILPOINT): `stop-before-commit` makes this
+    /// process SIGSTOP itself once, before the COMMIT of the first batch (a zombie holding an open
+    /// transaction); the others SIGKILL it at a point of the loop with a probability.
+    public var failpoints = Failpoints.none
     /// Bounded so a stop (SIGTERM) finishes within the supervisor's 10 s grace even with the broker away.
     public var produceTimeout: Duration = .seconds(8)
 
@@ -84,6 +85,7 @@ public final class StageRunner: Service, @unchecked Sendable {
         loopConfig.outputTopics = [Topic.decoded, Topic.unique, Topic.commands]
         loopConfig.policy = config.policy
         loopConfig.produceTimeout = config.produceTimeout
+        loopConfig.failpoints = config.failpoints
         loop = ConsumerLoop(config: loopConfig)
     }
 
@@ -113,11 +115,22 @@ final class StageWork: ConsumerLoopWork {
         self.logic = logic
         self.databaseURL = config.databaseURL
         self.fence = PartitionFence(groupId: config.groupId)
-        self.stopBeforeCommit = config.stopBeforeFirstCommit
+        self.stopBeforeCommit = config.failpoints.stopBeforeCommit
         self.logger = Logger(component: "stage.\(logic.name)")
     }
 
-    func assigned(_ partitions: Set<PartitionID>) { fence.assigned(partitions) }
+    /// Claims at once, not only before the next batch: a member that took over partitions fences
+    /// the previous owner even while no record arrives for it. If PostgreSQL is away now, the
+    /// claim stays pending and is made before the next batch.
+    func assigned(_ partitions: Set<PartitionID>) {
+        fence.assigned(partitions)
+        guard logic.usesDatabase, !partitions.isEmpty else { return }
+        do {
+            try fence.claimIfNeeded(try connect())
+        } catch {
+            logger.warning("partition_claim_deferred", ["error": .string(String(describing: error))])
+        }
+    }
 
     func process(_ records: [KafkaRecord]) throws -> [OutgoingRecord] {
         var connection: PGConnection?
@@ -215,7 +228,8 @@ public enum StageFailure {
         case .server:
             let state = error.sqlState ?? ""
             if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
-            if state.hasPrefix("08") || state.hasPrefix("57P") { return .infrastructure(error.description) }
+            // 57014: our statement_timeout cancelled it (a hung or overloaded server), not the record's fault.
+            if state.hasPrefix("08") || state.hasPrefix("57P") || state == "57014" { return .infrastructure(error.description) }
             // A missing table or column is a deployment error (migrations not applied): never dead-letter for it.
             if state == "42P01" || state == "42703" { return .critical(error.description) }
             return .retryable(error.description)

@@ -14,6 +14,8 @@ final class Cluster: @unchecked Sendable {
     private(set) var bootstrap = ""
     private(set) var ingestURL = ""
     private(set) var databaseURL = ""
+    /// The broker's fault channel (`storeledger broker --control-port`, `BrokerFault`).
+    private(set) var controlURL = ""
     /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`).
     private(set) var adminURLs: [String: String] = [:]
     private var postgres: EmbeddedPostgres?
@@ -42,19 +44,22 @@ final class Cluster: @unchecked Sendable {
 
     /// - Parameter workerExit: what the supervisor does when a worker dies (tests that SIGKILL workers restart them).
     func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
-        let address = Mutex<String?>(nil)
+        let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4"],
+        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4", "--control-port", "0"],
                                    environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
+            // CONTROL= is printed before BOOTSTRAP=, which is the signal.
+            if line.hasPrefix("CONTROL=") { address.withLock { $0.control = String(line.dropFirst(8)) } }
             if line.hasPrefix("BOOTSTRAP=") {
-                address.withLock { $0 = String(line.dropFirst(10)) }
+                address.withLock { $0.bootstrap = String(line.dropFirst(10)) }
                 ready.signal()
             }
         }
-        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0 }) else {
+        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0.bootstrap }) else {
             throw ClusterError("broker did not start")
         }
         bootstrap = servers
+        controlURL = address.withLock { $0.control } ?? ""
         let server = try EmbeddedPostgres.start()
         postgres = server
         databaseURL = server.url
@@ -105,6 +110,21 @@ final class Cluster: @unchecked Sendable {
 
     func database() throws -> PGConnection { try PGConnection(url: databaseURL) }
 
+    /// Fast shutdown of PostgreSQL (every connection is terminated), `downFor` seconds away, then
+    /// a start on the same port and data.
+    func restartPostgres(downFor: TimeInterval) throws {
+        guard let postgres else { throw ClusterError("no PostgreSQL started") }
+        try postgres.restart(downFor: downFor)
+    }
+
+    /// Sends one fault command to the broker's control channel (`BrokerFault` documents them).
+    @discardableResult
+    func brokerFault(_ path: String) throws -> HTTP.Response {
+        let response = try HTTP.post("\(controlURL)\(path)", body: Data())
+        guard response.status == 200 else { throw ClusterError("broker fault \(path): \(response.status) \(response.text)") }
+        return response
+    }
+
     func kafka(clientId: String = "integration-test") -> KafkaConfig {
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
         config.sessionTimeout = .seconds(3)
@@ -115,7 +135,12 @@ final class Cluster: @unchecked Sendable {
 
     /// Reads a whole topic from the beginning with a fresh consumer group.
     func readTopic(_ topic: String, atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: [topic])
+        try readTopics([topic], atLeast: minimum, timeout: timeout)
+    }
+
+    /// Reads whole topics from the beginning with one fresh consumer group.
+    func readTopics(_ topics: [String], atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: topics)
         defer { consumer.close() }
         var records: [KafkaRecord] = []
         let deadline = Date().addingTimeInterval(timeout)

@@ -62,6 +62,10 @@ public final class ConsumerLoop: Sendable {
         public var policy = ConsumerLoopMachine.Policy()
         /// Longest wait for the broker's acknowledgement of a batch's outputs.
         public var produceTimeout: Duration = .seconds(30)
+        /// Test-only crash points (STORELEDGER_FAILPOINT); none in production.
+        public var failpoints = Failpoints.none
+        /// How often per-partition consumer lag is refreshed on `/metrics`.
+        public var lagInterval: Duration = .seconds(1)
 
         public init(name: String, groupId: String, topics: [String], deadLetterTopic: String, kafka: KafkaConfig) {
             self.name = name
@@ -110,6 +114,7 @@ public final class ConsumerLoop: Sendable {
         let labels = ["stage": config.name]
         var wasReady = false
         var seenGeneration = 0
+        var lag = LagGauges(stage: config.name, interval: config.lagInterval)
         while true {
             status.update(machine)
             if machine.isReady != wasReady {
@@ -129,6 +134,7 @@ public final class ConsumerLoop: Sendable {
                     let assignment = consumer.assignment
                     if generation != seenGeneration {
                         seenGeneration = generation
+                        lag.reassigned()
                         work.assigned(assignment)
                     }
                     event = .polled(records, assignment: assignment, generation: generation)
@@ -136,6 +142,7 @@ public final class ConsumerLoop: Sendable {
                     logger.warning("poll_failed", ["error": .string(error.description)])
                     event = .failed(error.kind == .fatal ? .critical(error.description) : .infrastructure(error.description))
                 }
+                lag.refreshIfDue(consumer)
                 onIdle()
             case .pause(let partitions):
                 event = attempt("pause") { () throws(KafkaError) in try consumer.pause(partitions) }
@@ -154,6 +161,7 @@ public final class ConsumerLoop: Sendable {
             case .publish:
                 do {
                     try publish(outputs, producer)
+                    config.failpoints.crashIfHit(.afterPublish)
                     event = .done
                 } catch {
                     event = .failed(work.classify(error))
@@ -161,9 +169,10 @@ public final class ConsumerLoop: Sendable {
             case .commitTransaction:
                 do {
                     try work.commit()
+                    config.failpoints.crashIfHit(.afterPGCommit)
                     outputs = []
                     metrics.increment("storeledger_loop_batches_total", labels)
-                    metrics.increment("storeledger_loop_batch_seconds_sum", labels, by: (ContinuousClock.now - batchStarted).secondsDouble)
+                    metrics.observe("storeledger_loop_batch_seconds", labels, (ContinuousClock.now - batchStarted).secondsDouble)
                     event = .done
                 } catch {
                     event = .failed(work.classify(error))
@@ -186,8 +195,10 @@ public final class ConsumerLoop: Sendable {
                     event = .failed(work.classify(error))
                 }
             case .commitOffsets(let offsets):
+                config.failpoints.crashIfHit(.beforeOffsetCommit)
                 do {
                     try consumer.commit(offsets: offsets)
+                    lag.committed(offsets)
                     event = .done
                 } catch {
                     metrics.increment("storeledger_loop_commit_failures_total", labels)
@@ -246,5 +257,48 @@ public final class ConsumerLoop: Sendable {
             throw KafkaError(.timedOut, "broker did not acknowledge \(records.count) records within \(config.produceTimeout)")
         }
         if let error = firstError.withLock({ $0 }) { throw error }
+    }
+}
+
+/// `storeledger_consumer_lag{stage, topic, partition}`: records behind the high watermark, counted
+/// from what this member committed (or, before its first commit, from where it resumed), refreshed
+/// at most every `interval` from librdkafka's cached watermarks (no broker request).
+struct LagGauges {
+    static let metric = "storeledger_consumer_lag"
+    let stage: String
+    let interval: Duration
+    private var committed: [PartitionID: Int64] = [:]
+    private var lastRefresh: ContinuousClock.Instant?
+    private var shown: Set<PartitionID> = []
+
+    init(stage: String, interval: Duration) {
+        self.stage = stage
+        self.interval = interval
+    }
+
+    mutating func committed(_ offsets: [PartitionID: Int64]) {
+        committed.merge(offsets) { max($0, $1) }
+    }
+
+    /// After a rebalance another member may have committed further: count from positions again.
+    mutating func reassigned() {
+        committed = [:]
+        lastRefresh = nil
+    }
+
+    mutating func refreshIfDue(_ consumer: KafkaConsumer) {
+        let now = ContinuousClock.now
+        if let lastRefresh, now - lastRefresh < interval { return }
+        lastRefresh = now
+        let assignment = consumer.assignment
+        // Offsets we committed for partitions we no longer hold say nothing about the new owner.
+        committed = committed.filter { assignment.contains($0.key) }
+        let lags = consumer.lag(of: assignment, committed: committed)
+        let metrics = Metrics.shared
+        if !Set(lags.keys).isSuperset(of: shown) { metrics.removeGauges(LagGauges.metric) }
+        shown = Set(lags.keys)
+        for (partition, lag) in lags {
+            metrics.set("storeledger_consumer_lag", ["stage": stage, "topic": partition.topic, "partition": String(partition.partition)], to: Double(lag))
+        }
     }
 }
