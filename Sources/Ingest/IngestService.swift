@@ -18,6 +18,8 @@ public struct IngestConfig: Sendable {
     public var kafka: KafkaConfig
     public var databaseURL: String?
     public var offers = OfferSettings.fromEnvironment()
+    /// Refresh and consumption reads that ask Apple (issue 16); nil: not served.
+    public var serverAPIAdmin: ServerAPIAdminRoutes?
 
     public init(kafka: KafkaConfig, databaseURL: String?) {
         self.kafka = kafka
@@ -87,7 +89,9 @@ public final class IngestService: Sendable {
         case (_, "v1/notifications/appstore"), (_, "v1/receipts"):
             responder.respond(.error(status: 405, reason: "use POST"))
         default:
-            if request.method == "GET", segments.count == 3, segments[0] == "v1", segments[1] == "subscriptions" {
+            if let answer = config.serverAPIAdmin?.answer(request, segments: segments) {
+                responder.respond(answer)
+            } else if request.method == "GET", segments.count == 3, segments[0] == "v1", segments[1] == "subscriptions" {
                 let key = segments[2]
                 if let reason = EdgeChecks.pathIdentifier(key, "subscription key", maxBytes: EventBounds.maxSubscriptionKeyBytes) {
                     responder.respond(.error(status: 400, reason: reason))

@@ -40,9 +40,11 @@ final class EventBoundsTests: XCTestCase {
                                                   signedDateMs: t, autoRenewStatus: true, autoRenewProductId: "vip.b.1m",
                                                   autoRenewStatusChangeDateMs: t, status: 1, originalTransactionId: "2000000100",
                                                   webOrderLineItemId: "2000000099", cancellationDateMs: t + day,
-                                                  cancellationReason: "0", expirationIntent: "1", aboutAnotherSubscription: false),
+                                                  cancellationReason: "0", expirationIntent: "1", aboutAnotherSubscription: false,
+                                                  consumptionRequestReason: "UNINTENDED_PURCHASE"),
                    transactions: [fullTransaction], renewalInfo: fullRenewal, appUserId: "user-1", receivedAtMs: t,
-                   rawPosition: RecordPosition(topic: Topic.notificationsRaw, partition: 0, offset: 1), statedAtMs: t)
+                   rawPosition: RecordPosition(topic: Topic.notificationsRaw, partition: 0, offset: 1), statedAtMs: t,
+                   provenance: "recovered")
     }
 
     // MARK: single values

@@ -28,7 +28,8 @@ final class SimulationCluster: @unchecked Sendable {
             environment.merge(SimulatorSetup.verifyReceiptEnvironment(server.url)) { $1 }
         }
         cluster = try Cluster()
-        try cluster.start(extraEnvironment: environment, workerExit: workerExit)
+        // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it).
+        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
         try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
                                            environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,

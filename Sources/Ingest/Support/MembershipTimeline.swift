@@ -180,7 +180,9 @@ public struct MembershipTimeline: Sendable {
         case .notificationV2: parts.append("V2 notification")
         case .appReceipt: parts.append("receipt upload")
         case .verifyReceipt: parts.append("verifyReceipt")
+        case .serverAPI: parts.append("App Store Server API refresh")
         }
+        if cause.provenance == "recovered" { parts.append("recovered from Apple's notification history") }
         if let type = cause.notificationType {
             parts.append(cause.notificationSubtype.map { "\(type)/\($0)" } ?? type)
         }

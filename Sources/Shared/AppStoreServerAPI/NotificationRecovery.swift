@@ -1,4 +1,5 @@
 import AppleDecoding
+import Domain
 import Foundation
 
 /// Which notifications from Apple's history StoreLedger should feed into its raw topic: each
@@ -7,7 +8,7 @@ import Foundation
 /// around it pages the history, reads what was seen and produces the records.
 public enum NotificationRecovery {
     /// Kafka header naming where a raw record came from when it did not come through ingest.
-    public static let provenanceHeader = "storeledger.provenance"
+    public static let provenanceHeader = RecordHeader.provenance
     public static let provenanceRecovered = "recovered"
 
     public struct Item: Sendable, Equatable {

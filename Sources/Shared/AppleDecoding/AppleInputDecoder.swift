@@ -50,6 +50,14 @@ public struct AppleInputDecoder: Sendable {
             }
             return v1.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
                 .mapError { .permanent($0) }
+        case .appStoreServerAPI:
+            // The same trust as V2 notifications: Apple's chain, this bundle id, accepted environments.
+            guard let v2 else {
+                return .failure(.permanent(PermanentFailure("v2_not_configured",
+                    "App Store Server API answers need STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID")))
+            }
+            return ServerAPIRecordDecoder(verifier: v2.verifier)
+                .decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position).mapError { .permanent($0) }
         case .appReceipt:
             guard let receipts else {
                 return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured,

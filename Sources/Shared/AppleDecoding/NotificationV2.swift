@@ -73,7 +73,7 @@ public struct NotificationV2Decoder: Sendable {
             type: type, subtype: payload.string("subtype"), uuid: uuid,
             signedDateMs: payload.int64("signedDate"),
             autoRenewStatus: renewal?.autoRenewStatus, autoRenewProductId: renewal?.autoRenewProductId,
-            status: data?.int("status"))
+            status: data?.int("status"), consumptionRequestReason: data?.string("consumptionRequestReason"))
         let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? "app:\(bundleId ?? verifier.bundleId)"
         let environment = notification.environment.rawValue
         let eventId = "v2:" + (uuid ?? EventDigest.hex(of: Array(signedPayload.utf8)))

@@ -52,6 +52,11 @@ public enum Vocabulary {
               help: "Events by dedupe outcome: duplicate_event, nothing_new, forwarded, forwarded_no_change."),
         .init(name: "storeledger_ledger_entries_total", type: .counter, labels: [], processes: "worker membership",
               help: "Ledger entries written."),
+        // Talking to Apple (App Store Server API)
+        .init(name: "storeledger_consumption_answers_total", type: .counter, labels: ["outcome"], processes: "worker consumption",
+              help: "CONSUMPTION_REQUEST answers: sent, failed (Apple refused), retry (Apple unreachable or rate limiting)."),
+        .init(name: "storeledger_recovery_fed_total", type: .counter, labels: ["environment"], processes: "worker recover",
+              help: "Notifications from Apple's history fed into the raw topic by scheduled recovery."),
         .init(name: "storeledger_outbox_events_total", type: .counter, labels: [], processes: "worker membership",
               help: "Membership events written to the outbox (one per membership-changing ledger entry)."),
         .init(name: "storeledger_relay_published_total", type: .counter, labels: [], processes: "worker relay",
@@ -143,6 +148,8 @@ public enum Vocabulary {
         .init(name: "webhook_endpoint_failed", meaning: "A webhook endpoint's worker stopped on an error (the process exits)."),
         // Tools
         .init(name: "dlq_redriven", meaning: "storeledger dlq redrive sent dead letters back to their source topic."),
+        .init(name: "recovery_pass", meaning: "worker recover paged one environment's failed notifications (found, already ingested, fed, failed)."),
+        .init(name: "recovery_pass_failed", meaning: "A scheduled recovery pass failed (PostgreSQL, Apple); retried at the next interval."),
         .init(name: "prefilled", meaning: "bench pipeline filled its input topic."),
     ]
 }

@@ -31,36 +31,27 @@ struct RecoverCommand: CLICommand {
               let toText = arguments.value("to"), let to = RecoveryTime.parse(toText) else {
             throw UsageError("--from and --to are required: ms since 1970 or ISO 8601")
         }
-        let decoding = try AppleDecodingConfiguration.fromEnvironment()
-        try decoding.validate()
-        guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
-            throw UsageError("STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID are required: every recovered notification is verified")
-        }
-        let verifier = try SignedDataVerifier(roots: decoding.appleRoots, bundleId: bundleId, appAppleId: decoding.appAppleId,
-                                              environments: decoding.environments, strictChecks: decoding.strictX509)
-        let environments = try arguments.value("environment").map(RecoveryTime.environments)
-            ?? decoding.environments.filter { !$0.isLocal }
-        let kafka = try Environment.kafka(arguments, clientId: "storeledger-recover")
-        let exchange = try SignerExchange(kafka: kafka)
-        defer { exchange.close() }
-        // Before any token request, so the group join (seconds) never eats a request's deadline.
-        guard exchange.awaitReader(deadlineMs: currentTimeMs() + 30_000) else {
-            throw SignerExchangeError("the sign reply topic could not be read within 30 s (is the broker up?)")
-        }
-        let keyId = Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID")
-        let tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
-                                                                           exchange: exchange.exchange).token)
-        var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
-        settings.maxPages = try arguments.int("max-pages", default: 50)
-        let client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
-        let producer = arguments.has("dry-run") ? nil : try KafkaProducer(config: kafka)
+        let session = try ServerAPISession(arguments, clientId: "storeledger-recover", maxPages: try arguments.int("max-pages", default: 50))
+        defer { session.close() }
+        let environments = try arguments.value("environment").map(RecoveryTime.environments) ?? session.environments
+        let producer = arguments.has("dry-run") ? nil : try KafkaProducer(config: try Environment.kafka(arguments, clientId: "storeledger-recover"))
         defer { producer?.close() }
         let database = try Environment.databaseURL(arguments).map { try PGConnection(url: $0) }
+        defer { database?.close() }
+        let reports = try Self.recover(client: session.client, environments: environments, from: from, to: to,
+                                       onlyFailures: arguments.has("only-failures"), producer: producer, database: database)
+        Self.print(reports, json: arguments.has("json"))
+        return reports.allSatisfy(\.complete) ? 0 : 1
+    }
 
+    /// One recovery pass over `[from, to)` per environment: page the history, skip what the dedupe
+    /// stage already saw (with a database), feed the rest (without a producer: only report).
+    static func recover(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], from: Int64, to: Int64, onlyFailures: Bool,
+                        producer: KafkaProducer?, database: PGConnection?) throws -> [RecoveryReport] {
         var reports: [RecoveryReport] = []
         for environment in environments {
             var report = RecoveryReport(environment: environment.rawValue)
-            let request = NotificationHistoryRequest(startDate: from, endDate: to, onlyFailures: arguments.has("only-failures") ? true : nil)
+            let request = NotificationHistoryRequest(startDate: from, endDate: to, onlyFailures: onlyFailures ? true : nil)
             switch client.notificationHistory(request, environment: environment) {
             case .failure(let failure):
                 report.error = failure.description
@@ -90,8 +81,7 @@ struct RecoverCommand: CLICommand {
             }
             reports.append(report)
         }
-        Self.print(reports, json: arguments.has("json"))
-        return reports.allSatisfy(\.complete) ? 0 : 1
+        return reports
     }
 
     /// What ingest writes for a notification, plus where it came from.
@@ -111,15 +101,7 @@ struct RecoverCommand: CLICommand {
     }
 
     static func print(_ reports: [RecoveryReport], json: Bool) {
-        let text: String
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            text = (try? encoder.encode(["recovery": reports])).map { String(decoding: $0, as: UTF8.self) + "\n" } ?? ""
-        } else {
-            text = reports.map(\.summary).joined(separator: "\n") + "\n"
-        }
-        FileHandle.standardOutput.write(Data(text.utf8))
+        printReport(reports, key: "recovery", json: json) { reports.map(\.summary).joined(separator: "\n") }
     }
 }
 

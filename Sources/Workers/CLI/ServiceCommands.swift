@@ -109,6 +109,9 @@ struct IngestCommand: CLICommand {
         config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        if ProcessInfo.processInfo.environment["STORELEDGER_INGEST_SERVER_API"] == "on" {
+            config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
+        }
         guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
             throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
         }
@@ -126,10 +129,10 @@ struct IngestCommand: CLICommand {
 
 struct WorkerCommand: CLICommand {
     let name = "worker"
-    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; or the membership events relay (relay) or webhook delivery (webhooks)."
-    let usage = "decode|dedupe|classify|membership|relay|webhooks [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks"]
-    static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks"]
+    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; the membership events relay (relay) or webhook delivery (webhooks); consumption (answers CONSUMPTION_REQUEST) or recover (scheduled notification recovery)."
+    let usage = "decode|dedupe|classify|membership|relay|webhooks|consumption|recover [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE] [--interval S] [--lookback-hours H]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks", "interval", "lookback-hours"]
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks", "consumption", "recover"]
 
     func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
@@ -142,6 +145,9 @@ struct WorkerCommand: CLICommand {
         let stageName = arguments.positionals[0]
         if stageName == "relay" { return try runRelay(arguments) }
         if stageName == "webhooks" { return try runWebhooks(arguments) }
+        if stageName == "recover" { return try ScheduledRecovery.run(arguments) }
+        var session: ServerAPISession?
+        defer { session?.close() }
         let logic: any StageLogic
         switch stageName {
         case "decode":
@@ -150,6 +156,13 @@ struct WorkerCommand: CLICommand {
         case "dedupe": logic = DedupeStage()
         case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments))
         case "membership": logic = MembershipStage()
+        case "consumption":
+            let policy = try ConsumptionPolicy.fromEnvironment()
+            let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
+            session = api
+            logic = ConsumptionStage(policy: policy) { transactionId, request, environment in
+                api.client.sendConsumptionInformation(transactionId: transactionId, request, environment: environment)
+            }
         default: throw UsageError("unknown stage \(stageName)")
         }
         var config = StageRunnerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-\(stageName)"),

@@ -4,7 +4,8 @@ import Runtime
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
-    DeadLetterCommand(), RecoverCommand(), ProbeCommand(), UserCommand(), WebhooksCommand(), ReportCommand(),
+    DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(), UserCommand(),
+    WebhooksCommand(), ReportCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

@@ -23,10 +23,12 @@ public struct DecodeStage: StageLogic {
         let encoder = JSONEncoder.pipeline
         for record in records {
             let receivedAt = record.header(RecordHeader.receivedAt).flatMap { Int64($0) } ?? record.timestamp
-            let source: RawSource = record.topic == Topic.receiptsRaw ? .appReceipt : .appStoreNotification
+            let source = Self.source(of: record)
+            let provenance = record.header(RecordHeader.provenance)
             let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position)
             switch decoder.decode(input) {
-            case .success(let events):
+            case .success(var events):
+                if let provenance { for index in events.indices { events[index].provenance = provenance } }
                 // Every id, date and number against docs/limits.md before anything reaches a key or a table.
                 if let failure = events.lazy.compactMap(EventBounds.check).first {
                     result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
@@ -47,6 +49,12 @@ public struct DecodeStage: StageLogic {
             }
         }
         return result
+    }
+
+    /// Receipts by topic; on the notification topic, refresh records by the source header StoreLedger's own producer sets.
+    static func source(of record: KafkaRecord) -> RawSource {
+        if record.topic == Topic.receiptsRaw { return .appReceipt }
+        return record.header(RecordHeader.source) == RawSource.appStoreServerAPI.rawValue ? .appStoreServerAPI : .appStoreNotification
     }
 
     private func count(_ source: RawSource, _ outcome: String) {

@@ -147,6 +147,47 @@ public enum Schema {
         -- R10: a free offer period and a paid one differ in finance.
         ALTER TABLE grants ADD COLUMN offer_discount_type text;
         """),
+        Migration(version: 5, name: "App Store Server API: refresh revisions, consumption answers, support actions", sql: """
+        -- Refresh (issue 16): the Get Transaction History revision last read, per subscription
+        -- (subscription_key = original transaction id, environment-qualified like every key), so
+        -- the next refresh asks only for what changed since.
+        CREATE TABLE api_revisions (
+            subscription_key text PRIMARY KEY,
+            revision         text NOT NULL,
+            updated_at       timestamptz NOT NULL DEFAULT now()
+        );
+        -- Every answer to a CONSUMPTION_REQUEST, append-only beside the ledger: the facts the
+        -- policy read, the body sent (or why none was), Apple's outcome. One per notification.
+        CREATE TABLE consumption_answers (
+            subscription_key  text NOT NULL,
+            notification_uuid text NOT NULL,
+            transaction_id    text NOT NULL,
+            user_id           text,
+            environment       text,
+            request_reason    text,
+            policy            text NOT NULL,
+            facts             jsonb NOT NULL,
+            request           jsonb,
+            outcome           text NOT NULL,   -- sent | not-sent | failed
+            detail            text,
+            requested_ms      bigint,
+            answered_at       timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (subscription_key, notification_uuid)
+        );
+        CREATE INDEX consumption_answers_user ON consumption_answers (user_id) WHERE user_id IS NOT NULL;
+        -- Support actions sent to Apple (renewal-date extensions, one or mass), append-only, with who and why.
+        CREATE TABLE support_actions (
+            target      text NOT NULL,    -- subscription_key, or product:<id>@<environment> for a mass extension
+            action_id   bigserial NOT NULL,
+            kind        text NOT NULL,    -- extend | mass-extend
+            admin       text NOT NULL,
+            reason      text NOT NULL,
+            request     jsonb NOT NULL,
+            outcome     jsonb NOT NULL,
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (target, action_id)
+        );
+        """),
         Migration(version: 6, name: "membership events outbox, webhook deliveries, subscription metrics", sql: """
         -- Transactional outbox (issue 17): one row per membership-changing ledger entry, written in the
         -- ledger's transaction; the relay publishes it to storeledger.membership.events and marks it.

@@ -212,6 +212,7 @@ private struct Checker {
         optionalId(event.appUserId, "\(path).appUserId")
         date(event.receivedAtMs, "\(path).receivedAtMs")
         optionalDate(event.statedAtMs, "\(path).statedAtMs")
+        text(event.provenance, "\(path).provenance")
         if let meta = event.notification {
             let p = "\(path).notification"
             text(meta.type, "\(p).type")
@@ -226,6 +227,7 @@ private struct Checker {
             optionalDate(meta.cancellationDateMs, "\(p).cancellationDateMs")
             text(meta.cancellationReason, "\(p).cancellationReason")
             text(meta.expirationIntent, "\(p).expirationIntent")
+            text(meta.consumptionRequestReason, "\(p).consumptionRequestReason")
         }
         count(event.transactions.count, "\(path).transactions", max: EventBounds.maxTransactions)
         for (index, transaction) in event.transactions.enumerated() {

@@ -282,7 +282,7 @@ struct Classification {
         Cause(source: event.source, eventId: event.eventId, notificationType: event.notification?.type,
               notificationSubtype: event.notification?.subtype, notificationUUID: event.notification?.uuid,
               transactionId: transaction?.transactionId, purchaseId: purchaseId, rawPosition: event.rawPosition,
-              decodedPosition: unique.decodedPosition, environment: event.environment)
+              decodedPosition: unique.decodedPosition, environment: event.environment, provenance: event.provenance)
     }
 
     mutating func add(_ suffix: String, _ action: MembershipCommand.Action, _ reason: String, _ cause: Cause) {

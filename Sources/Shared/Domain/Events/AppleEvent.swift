@@ -31,12 +31,16 @@ public struct AppleEvent: Codable, Sendable, Equatable {
     /// When Apple stated this input's facts, where the input says so in a signed field (R14): a
     /// receipt's creation date. V2 says it as `notification.signedDateMs`; V1 bodies have no such time.
     public var statedAtMs: Int64?
+    /// How the raw input reached StoreLedger when not through ingest (`RecordHeader.provenance`):
+    /// "recovered" from notification history, "server-api" from a refresh. nil: ingest.
+    public var provenance: String?
 
     public init(eventId: String, source: EventSource, environment: String, bundleId: String?,
                 subscriptionKey: String, notification: NotificationMeta? = nil,
                 transactions: [TransactionFacts] = [], renewalInfo: RenewalFacts? = nil,
                 appUserId: String? = nil, receivedAtMs: Int64, rawPosition: RecordPosition? = nil,
-                statedAtMs: Int64? = nil) {
+                statedAtMs: Int64? = nil, provenance: String? = nil) {
+        self.provenance = provenance
         self.schema = AppleEvent.schemaVersion
         self.eventId = eventId
         self.source = source
@@ -70,6 +74,8 @@ public enum EventSource: String, Codable, Sendable {
     case notificationV2 = "notification-v2"
     case appReceipt = "app-receipt"
     case verifyReceipt = "verify-receipt"
+    /// Answers of the App Store Server API (transaction history, subscription statuses): refresh.
+    case serverAPI = "server-api"
 }
 
 /// What a server notification said about itself, beyond its transactions.
@@ -99,12 +105,15 @@ public struct NotificationMeta: Codable, Sendable, Equatable {
     /// R16: true on the events a V1 body makes for the *other* subscriptions of its
     /// `unified_receipt`: the type and top-level facts are not about them.
     public var aboutAnotherSubscription: Bool?
+    /// V2 CONSUMPTION_REQUEST `data.consumptionRequestReason` (UNINTENDED_PURCHASE, ...), raw.
+    public var consumptionRequestReason: String?
 
     public init(type: String, subtype: String? = nil, uuid: String? = nil, signedDateMs: Int64? = nil,
                 autoRenewStatus: Bool? = nil, autoRenewProductId: String? = nil,
                 autoRenewStatusChangeDateMs: Int64? = nil, status: Int? = nil, originalTransactionId: String? = nil,
                 webOrderLineItemId: String? = nil, cancellationDateMs: Int64? = nil, cancellationReason: String? = nil,
-                expirationIntent: String? = nil, aboutAnotherSubscription: Bool? = nil) {
+                expirationIntent: String? = nil, aboutAnotherSubscription: Bool? = nil, consumptionRequestReason: String? = nil) {
+        self.consumptionRequestReason = consumptionRequestReason
         self.type = type
         self.subtype = subtype
         self.uuid = uuid

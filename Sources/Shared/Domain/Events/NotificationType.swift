@@ -85,7 +85,7 @@ public enum NotificationType: Sendable, Equatable {
         switch source {
         case .notificationV1: self = NotificationTypeV1(rawValue: upper).map(Self.v1) ?? .unknown(raw)
         case .notificationV2: self = NotificationTypeV2(rawValue: upper).map(Self.v2) ?? .unknown(raw)
-        case .appReceipt, .verifyReceipt: self = .unknown(raw)
+        case .appReceipt, .verifyReceipt, .serverAPI: self = .unknown(raw)
         }
     }
 

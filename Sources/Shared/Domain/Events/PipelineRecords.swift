@@ -44,11 +44,14 @@ public struct Cause: Codable, Sendable, Equatable {
     public var decodedPosition: RecordPosition?
     /// Apple's environment of the input (R18): support sees a Sandbox purchase as one.
     public var environment: String?
+    /// "recovered" or "server-api" when the input did not come through ingest (`AppleEvent.provenance`).
+    public var provenance: String?
 
     public init(source: EventSource, eventId: String, notificationType: String? = nil,
                 notificationSubtype: String? = nil, notificationUUID: String? = nil, transactionId: String? = nil,
                 purchaseId: String? = nil, rawPosition: RecordPosition? = nil, decodedPosition: RecordPosition? = nil,
-                environment: String? = nil) {
+                environment: String? = nil, provenance: String? = nil) {
+        self.provenance = provenance
         self.source = source
         self.eventId = eventId
         self.notificationType = notificationType

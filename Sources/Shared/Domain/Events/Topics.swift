@@ -23,6 +23,8 @@ public enum RecordHeader {
     public static let contentType = "storeledger.content-type"
     public static let httpPrefix = "http."
     public static let schema = "storeledger.schema"                // payload schema of typed records
+    /// How a raw record reached us when not through ingest: "recovered" (notification history), "server-api" (refresh).
+    public static let provenance = "storeledger.provenance"
     public static let eventType = "storeledger.event-type"         // MembershipEventType raw value
     public static let relaySequence = "storeledger.relay-seq"      // the relay's publication order, decimal text
 }
@@ -31,6 +33,9 @@ public enum RecordHeader {
 public enum RawSource: String, Codable, Sendable {
     case appStoreNotification = "appstore-notification"
     case appReceipt = "app-receipt"
+    /// Signed transactions and renewal infos StoreLedger fetched from the App Store Server API
+    /// (refresh). Only StoreLedger's own producers write it: ingest prefixes callers' headers `http.`.
+    case appStoreServerAPI = "app-store-server-api"
 }
 
 /// Position of a record in Kafka: the cause of everything downstream points here.

@@ -22,6 +22,12 @@ public struct DriverConfig: Sendable {
     public var maxQueued = 20_000
     /// Keep a per-user log of what was sent (printed with mismatches); off for huge runs.
     public var recordPerUser = true
+    /// Share of V2 notifications Apple never gets through to ingest: every attempt fails (the
+    /// notification is not posted at all), so only Get Notification History still has it.
+    public var lossShare = 0.0
+    /// Apple's notification history (the simulated Server API's state): each V2 notification's
+    /// final outcome, delivered or lost with its send attempts, is recorded there. nil: not kept.
+    public var history: ServerAPIState?
 
     public init(ingestURL: String) { self.ingestURL = ingestURL }
 }
@@ -40,12 +46,14 @@ public struct DriverStats: Sendable, CustomStringConvertible {
     public var reordered = 0
     /// Apple gave up after its last retry (or the sandbox's single try failed).
     public var undelivered = 0
+    /// V2 notifications dropped for good by `lossShare` (never posted).
+    public var lost = 0
     public var byChannel: [String: Int] = [:]
 
     public var description: String {
         var parts = ["submitted \(submitted)", "posts \(attempts)", "accepted \(accepted)", "expected 400 \(expectedRejections)",
                      "retries \(retries)", "duplicates \(duplicatesInjected)", "lost acks \(lostAcks)", "reordered \(reordered)",
-                     "undelivered \(undelivered)", "transport errors \(transportErrors)"]
+                     "undelivered \(undelivered)", "lost \(lost)", "transport errors \(transportErrors)"]
         if !unexpectedStatus.isEmpty {
             parts.append("unexpected statuses \(unexpectedStatus.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: ", "))")
         }
@@ -118,6 +126,7 @@ public final class Driver: Sendable {
     /// Queues deliveries in order; blocks while more than `maxQueued` wait.
     public func submit(_ deliveries: [Delivery]) {
         for delivery in deliveries {
+            if isLostForGood(delivery) { continue }
             while state.withLock({ $0.heap.count }) >= config.maxQueued, running.load(ordering: .acquiring) { usleep(2000) }
             let now = Self.nowNs()
             state.withLock { s in
@@ -142,6 +151,23 @@ public final class Driver: Sendable {
             }
             condition.broadcast()
         }
+    }
+
+    /// Draws (only when `lossShare` > 0, so other runs keep their random sequence) whether Apple
+    /// never gets `delivery` through; a lost one goes into the history with its failed attempts.
+    private func isLostForGood(_ delivery: Delivery) -> Bool {
+        guard config.lossShare > 0, delivery.channel == .notificationV2, !delivery.expectsRejection,
+              state.withLock({ $0.rng.chance(config.lossShare) }) else { return false }
+        config.history?.record(delivery, delivered: false)
+        stats.withLock {
+            $0.submitted += 1
+            $0.lost += 1
+            $0.byChannel[delivery.channel.rawValue, default: 0] += 1
+        }
+        if config.recordPerUser {
+            log.withLock { $0[delivery.userId, default: []].append("\(AppleDates.readable(delivery.simMs))  \(delivery.label) -> lost for good") }
+        }
+        return true
     }
 
     /// Waits until every delivery (and every retry) has been attempted to completion.
@@ -236,6 +262,8 @@ public final class Driver: Sendable {
             return true
         }
         if retry, !requeued, !ok { stats.withLock { $0.undelivered += 1 } }
+        // Apple's history keeps one entry per notification with its final outcome (an injected copy is not Apple's).
+        if !requeued, !item.isInjectedCopy { config.history?.record(delivery, delivered: ok && !retry) }
         if config.recordPerUser {
             let text = "\(AppleDates.readable(delivery.simMs))  \(delivery.label)\(item.isInjectedCopy ? " [duplicate]" : "")\(item.attempt > 0 ? " [retry \(item.attempt)]" : "") -> \(note)"
             log.withLock { $0[delivery.userId, default: []].append(text) }

@@ -67,6 +67,7 @@ public final class ServerAPIState: Sendable {
         var massExtensions: [String: MassExtension] = [:]
         var appliedExtensions: Set<String> = []
         var consumption: [ConsumptionAnswer] = []
+        var consumptionRequests: [String: Int64] = [:]
         var rateLimited: (remaining: Int, retryAfterSeconds: Int)?
         var requests: [String: Int] = [:]
         var lastAuthProblem: String?
@@ -98,6 +99,24 @@ public final class ServerAPIState: Sendable {
         }
         record(signedPayload: facts.signedPayload, environment: delivery.environment, signedDateMs: delivery.simMs,
                notificationType: facts.type, transactionIds: facts.transactionIds, attempts: attempts)
+    }
+
+    /// Apple wants the answer to a CONSUMPTION_REQUEST within 12 hours; the simulator runs in real
+    /// time and allows this many milliseconds.
+    public static let consumptionDeadlineMs: Int64 = 60_000
+
+    /// Notes that a CONSUMPTION_REQUEST about `transactionId` was sent at `atMs` (real time).
+    public func consumptionRequested(transactionId: String, atMs: Int64) {
+        state.withLock { $0.consumptionRequests[transactionId] = atMs }
+    }
+
+    /// The first answer about a requested transaction and whether it came within the deadline.
+    public func consumptionAnswer(for transactionId: String) -> (answer: ConsumptionAnswer, inTime: Bool)? {
+        state.withLock { state in
+            guard let sent = state.consumptionRequests[transactionId],
+                  let answer = state.consumption.first(where: { $0.transactionId == transactionId && $0.receivedMs >= sent }) else { return nil }
+            return (answer, answer.receivedMs - sent <= Self.consumptionDeadlineMs)
+        }
     }
 
     /// Answer the next `count` requests 429 with `Retry-After: retryAfterSeconds`.

@@ -256,7 +256,7 @@ public final class WireEmitter: Sendable {
     /// A V2 notification about `otid`; `transaction` picks the signedTransactionInfo (default: the
     /// latest), `status` is Apple's subscription status (1 active ... 5 revoked).
     public func v2(_ state: StoreState, otid: String, type: String, subtype: String? = nil, transaction: SimTransaction? = nil,
-                   atMs: Int64, uuid: String? = nil) throws -> Delivery {
+                   atMs: Int64, uuid: String? = nil, consumptionRequestReason: String? = nil) throws -> Delivery {
         let subscription = try state.subscription(otid)
         let t = transaction ?? subscription.transactions.last { $0.purchaseMs <= atMs } ?? subscription.transactions.last!
         let environment = subscription.environment.rawValue
@@ -267,6 +267,7 @@ public final class WireEmitter: Sendable {
             "signedTransactionInfo": try sign(v2Transaction(t, atMs: atMs)),
         ]
         if subscription.environment == .production { data["appAppleId"] = config.appAppleId }
+        if let consumptionRequestReason { data["consumptionRequestReason"] = consumptionRequestReason }
         if subscription.kind == .autoRenewable {
             data["signedRenewalInfo"] = try sign(v2Renewal(subscription, atMs: atMs))
             data["status"] = v2Status(subscription, atMs: atMs)

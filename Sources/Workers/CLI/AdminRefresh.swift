@@ -1,0 +1,42 @@
+import Foundation
+import Ingest
+import Kafka
+import Postgres
+import Runtime
+import Workers
+
+/// Builds ingest's Server API admin routes (`STORELEDGER_INGEST_SERVER_API=on`): a refresh per
+/// request with its own PostgreSQL connection (requests run concurrently on the HTTP threads),
+/// one token exchange with the signer and one producer for the life of the process.
+enum AdminRefresh {
+    static func routes(kafka: KafkaConfig, databaseURL: String?) throws -> ServerAPIAdminRoutes {
+        let session = try ServerAPISession(kafka: kafka, keyId: ProcessInfo.processInfo.environment["STORELEDGER_API_KEY_ID"])
+        let producer = try KafkaProducer(config: kafka)
+        let refresh: ServerAPIAdminRoutes.Answer = { transactionId in
+            let database = databaseURL.flatMap { try? PGConnection(url: $0) }
+            defer { database?.close() }
+            let report = TransactionRefresh(client: session.client, producer: producer, database: database)
+                .refresh(transactionId: transactionId, environment: nil)
+            return (report.error == nil, encoded("refresh", report))
+        }
+        guard let databaseURL else { return ServerAPIAdminRoutes(refresh: refresh) }
+        let consumption: ServerAPIAdminRoutes.Answer = { userId in consumptionAnswers(userId, databaseURL) }
+        return ServerAPIAdminRoutes(refresh: refresh, consumption: consumption)
+    }
+
+    static func consumptionAnswers(_ userId: String, _ databaseURL: String) -> (ok: Bool, json: Data) {
+        do {
+            let database = try PGConnection(url: databaseURL)
+            defer { database.close() }
+            return (true, encoded("consumptionAnswers", try ServerAPIStore.consumptionAnswers(user: userId, limit: 100, db: database)))
+        } catch {
+            return (false, encoded("error", "consumption answers could not be read"))
+        }
+    }
+
+    static func encoded<Value: Encodable>(_ key: String, _ value: Value) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode([key: value])) ?? Data()
+    }
+}

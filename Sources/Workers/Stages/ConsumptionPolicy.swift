@@ -1,0 +1,99 @@
+import AppStoreServerAPI
+import Foundation
+
+/// How StoreLedger answers Apple's CONSUMPTION_REQUEST (a customer asked for a refund): pure,
+/// from the ledger's facts about the purchase and its owner (docs/app-store-server-api.md,
+/// "Consumption answers"). Every threshold is configuration; the defaults are the policy below.
+///
+/// - `customerConsented`: the app's terms record the customer's consent to share consumption data.
+///   Apple accepts nothing without it, so with `false` no answer is sent (recorded as not-sent).
+/// - `deliveryStatus`: DELIVERED when the ledger granted the purchase, else UNDELIVERED_OTHER.
+/// - `consumptionPercentage` (milli-percent): for a purchase with a granted period, the share of
+///   the period elapsed when Apple asked; none for one-time products (StoreLedger cannot see use).
+/// - `refundPreference`: GRANT_FULL when nothing was delivered or less than `grantFullBelowPercent`
+///   was consumed; DECLINE from `declineFromPercent` on, or when the customer already had
+///   `declineAfterRefunds` refunds; GRANT_PRORATED between; none when the share is unknown.
+/// - `sampleContentProvided`: the customer had a free trial or introductory offer in the group.
+/// https://developer.apple.com/documentation/appstoreserverapi/consumptionrequest
+public struct ConsumptionPolicy: Sendable, Codable, Equatable {
+    public var name = "ledger-v1"
+    public var customerConsented = true
+    public var grantFullBelowPercent = 10
+    public var declineFromPercent = 50
+    public var declineAfterRefunds = 2
+
+    public init() {}
+
+    /// From STORELEDGER_CONSUMPTION_* (docs/configuration.md); percentages 0...100.
+    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> ConsumptionPolicy {
+        var policy = ConsumptionPolicy()
+        func int(_ name: String, _ range: ClosedRange<Int>, _ fallback: Int) throws -> Int {
+            guard let text = env[name], !text.isEmpty else { return fallback }
+            guard let value = Int(text), range.contains(value) else { throw ConsumptionPolicyError("\(name) must be \(range.lowerBound)...\(range.upperBound)") }
+            return value
+        }
+        switch env["STORELEDGER_CONSUMPTION_CONSENT"]?.lowercased() {
+        case nil, "", "true", "yes", "1": policy.customerConsented = true
+        case "false", "no", "0": policy.customerConsented = false
+        case let other?: throw ConsumptionPolicyError("STORELEDGER_CONSUMPTION_CONSENT must be true or false, got \(other)")
+        }
+        policy.grantFullBelowPercent = try int("STORELEDGER_CONSUMPTION_GRANT_FULL_BELOW_PERCENT", 0...100, policy.grantFullBelowPercent)
+        policy.declineFromPercent = try int("STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT", 0...100, policy.declineFromPercent)
+        policy.declineAfterRefunds = try int("STORELEDGER_CONSUMPTION_DECLINE_AFTER_REFUNDS", 0...1000, policy.declineAfterRefunds)
+        guard policy.grantFullBelowPercent <= policy.declineFromPercent else {
+            throw ConsumptionPolicyError("the grant-full threshold must not exceed the decline threshold")
+        }
+        if let name = env["STORELEDGER_CONSUMPTION_POLICY_NAME"], !name.isEmpty { policy.name = String(name.prefix(64)) }
+        return policy
+    }
+
+    /// What the ledger says, as recorded beside the answer (the evidence behind each value).
+    public struct Assessment: Sendable, Codable, Equatable {
+        public var delivered: Bool
+        /// Milli-percent of the granted period elapsed at the request; nil when not time-based.
+        public var consumedMilliPercent: Int32?
+        public var lifetimePurchases: Int
+        public var lifetimeRefunds: Int
+        public var accountTenureDays: Int?
+        public var sampleContentProvided: Bool
+    }
+
+    public func assess(_ facts: ServerAPIStore.PurchaseFacts?, requestedAtMs: Int64) -> Assessment {
+        guard let facts else {
+            return Assessment(delivered: false, consumedMilliPercent: nil, lifetimePurchases: 0, lifetimeRefunds: 0,
+                              accountTenureDays: nil, sampleContentProvided: false)
+        }
+        var consumed: Int32?
+        if let start = facts.grantedStartMs, let end = facts.grantedEndMs, end > start {
+            // Dates come from the ledger, bounded at decode; clamp before dividing so no value traps.
+            let elapsed = min(max(requestedAtMs, start), end) - start
+            consumed = Int32((Double(elapsed) / Double(end - start) * 100_000).rounded(.down))
+        }
+        let tenure = facts.firstPurchaseMs.map { Int(max(0, requestedAtMs - $0) / 86_400_000) }
+        return Assessment(delivered: facts.grantedStartMs != nil, consumedMilliPercent: consumed, lifetimePurchases: facts.lifetimePurchases,
+                          lifetimeRefunds: facts.lifetimeRefunds, accountTenureDays: tenure, sampleContentProvided: facts.hadTrialOrIntro)
+    }
+
+    /// The body to send, or nil when the policy sends nothing (no consent).
+    public func request(for assessment: Assessment) -> ConsumptionRequest? {
+        guard customerConsented else { return nil }
+        guard assessment.delivered else {
+            return ConsumptionRequest(customerConsented: true, consumptionPercentage: 0, deliveryStatus: .undeliveredOther,
+                                      refundPreference: .grantFull, sampleContentProvided: assessment.sampleContentProvided)
+        }
+        var preference: RefundPreference?
+        if assessment.lifetimeRefunds >= declineAfterRefunds {
+            preference = .decline
+        } else if let consumed = assessment.consumedMilliPercent {
+            let percent = Int(consumed) / 1000
+            preference = percent < grantFullBelowPercent ? .grantFull : percent >= declineFromPercent ? .decline : .grantProrated
+        }
+        return ConsumptionRequest(customerConsented: true, consumptionPercentage: assessment.consumedMilliPercent, deliveryStatus: .delivered,
+                                  refundPreference: preference, sampleContentProvided: assessment.sampleContentProvided)
+    }
+}
+
+public struct ConsumptionPolicyError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,81 @@
+import AppStoreServerAPI
+import AppleDecoding
+import Domain
+import Foundation
+import Kafka
+import Postgres
+import Runtime
+
+/// Consumption answers: reads the decoded topic (its own consumer group) for CONSUMPTION_REQUEST
+/// notifications, computes the answer from the ledger with `ConsumptionPolicy`, sends it to Apple
+/// (Send Consumption Information) and records it in `consumption_answers`, in the batch's
+/// transaction. One answer per notificationUUID: Apple's retries and redeliveries answer nothing
+/// new. Apple unreachable or rate limiting fails the batch (the loop retries with backoff); a
+/// refusal is recorded as `failed` with Apple's reason.
+public struct ConsumptionStage: StageLogic {
+    public typealias Send = @Sendable (_ transactionId: String, _ request: ConsumptionRequest, _ environment: AppStoreEnvironment)
+        -> Result<Void, APIFailure>
+
+    public let name = "consumption"
+    public let inputTopics = [Topic.decoded]
+    public let usesDatabase = true
+    let policy: ConsumptionPolicy
+    let send: Send
+
+    public init(policy: ConsumptionPolicy, send: @escaping Send) {
+        self.policy = policy
+        self.send = send
+    }
+
+    public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
+        guard let database else { throw ConsumptionPolicyError("the consumption stage needs PostgreSQL") }
+        var result = StageBatchResult()
+        let decoder = JSONDecoder()
+        for record in records {
+            guard let event = try? decoder.decode(AppleEvent.self, from: Data(record.value)) else {
+                result.deadLetters.append(DeadLetter(stage: name, record: record, failure: PermanentFailure("invalid_event", "not an AppleEvent")))
+                continue
+            }
+            guard event.notification?.type == NotificationTypeV2.consumptionRequest.rawValue, let uuid = event.notification?.uuid,
+                  let transaction = event.transactions.last else { continue }
+            try answer(event, uuid: uuid, transaction: transaction, database)
+        }
+        return result
+    }
+
+    private func answer(_ event: AppleEvent, uuid: String, transaction: TransactionFacts, _ db: PGConnection) throws {
+        let key = event.subscriptionKey
+        guard try !ServerAPIStore.isAnswered(key, notificationUUID: uuid, db: db) else { return }
+        let requestedAt = event.notification?.signedDateMs ?? event.receivedAtMs
+        let facts = try ServerAPIStore.purchaseFacts(subscriptionKey: key, transactionId: transaction.transactionId, db: db)
+        let assessment = policy.assess(facts, requestedAtMs: requestedAt)
+        let request = policy.request(for: assessment)
+        var outcome = "not-sent", detail: String? = "the policy records no customer consent"
+        if let request {
+            guard let environment = AppStoreEnvironment(lenient: event.environment) else {
+                throw ConsumptionPolicyError("unknown environment \(event.environment)")
+            }
+            switch send(transaction.transactionId, request, environment) {
+            case .success:
+                outcome = "sent"
+                detail = nil
+                Metrics.shared.increment("storeledger_consumption_answers_total", ["outcome": "sent"])
+            case .failure(let failure) where failure.kind == .retryable || failure.kind == .noToken:
+                Metrics.shared.increment("storeledger_consumption_answers_total", ["outcome": "retry"])
+                throw failure
+            case .failure(let failure):
+                outcome = "failed"
+                detail = failure.description
+                Metrics.shared.increment("storeledger_consumption_answers_total", ["outcome": "failed"])
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try ServerAPIStore.record(ServerAPIStore.ConsumptionAnswerRow(
+            subscriptionKey: key, notificationUUID: uuid, transactionId: transaction.transactionId, userId: facts?.userId,
+            environment: event.environment, requestReason: event.notification?.consumptionRequestReason, policy: policy.name,
+            facts: String(decoding: try encoder.encode(assessment), as: UTF8.self),
+            request: try request.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
+            outcome: outcome, detail: detail, requestedMs: requestedAt), db: db)
+    }
+}

@@ -1,0 +1,109 @@
+import AppStoreServerAPI
+import AppleDecoding
+import Domain
+import Foundation
+@testable import Simulator
+import Workers
+import XCTest
+
+/// Pure pieces of refresh and consumption answers: the server-api record Apple's answers travel
+/// in (chunked, verified item by item, one event per subscription, stated when Apple signed), and
+/// the consumption policy's values and thresholds.
+final class RefreshAndConsumptionLogicTests: XCTestCase {
+    typealias H = ServerAPIHarness
+
+    func testServerAPIRecordsAreVerifiedGroupedPerSubscriptionAndBounded() throws {
+        let h = try ServerAPIHarness(pageSize: 20)
+        let first = try h.subscriber("refresh-user", daysAgo: 70)
+        _ = try h.store.mutate { try $0.renew(first.originalTransactionId) }
+        let walk = try h.client().transactionHistory(transactionId: first.transactionId).value()
+        let statuses = try h.client().subscriptionStatuses(transactionId: first.transactionId).value()
+        let last = statuses.groups.flatMap(\.lastTransactions)
+        let records = ServerAPIRecord.chunks(transactions: walk.signedTransactions + last.map(\.signedTransactionInfo),
+                                             renewalInfos: last.compactMap(\.signedRenewalInfo))
+        XCTAssertEqual(records.count, 1)
+        let body = [UInt8](try JSONEncoder().encode(records[0]))
+        let decoder = ServerAPIRecordDecoder(verifier: h.verifier)
+        let events = try decoder.decode(body: body, receivedAtMs: 1, rawPosition: nil).get()
+        XCTAssertEqual(events.count, 1, "one subscription, one event")
+        let event = try XCTUnwrap(events.first)
+        XCTAssertEqual(event.source, .serverAPI)
+        XCTAssertEqual(event.provenance, "server-api")
+        XCTAssertEqual(event.subscriptionKey, first.originalTransactionId)
+        XCTAssertNil(event.notification, "facts only, like a receipt")
+        XCTAssertEqual(Set(event.transactions.map(\.transactionId)).count, 2)
+        XCTAssertEqual(event.renewalInfo?.originalTransactionId, first.originalTransactionId)
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(event.statedAtMs), h.nowMs, "stated when Apple signed the answer")
+        XCTAssertEqual(try decoder.decode(body: body, receivedAtMs: 1, rawPosition: nil).get().map(\.eventId), events.map(\.eventId),
+                       "the same record decodes to the same ids")
+
+        // One altered item refuses the record; so do too many items and a foreign shape.
+        var tampered = records[0]
+        let parts = tampered.signedTransactions[0].split(separator: ".")
+        tampered.signedTransactions[0] = parts[0] + "." + Base64URLText.flip(String(parts[1])) + "." + parts[2]
+        XCTAssertThrowsError(try decoder.decode(body: [UInt8](try JSONEncoder().encode(tampered)), receivedAtMs: 1, rawPosition: nil).get())
+        let many = ServerAPIRecord(signedTransactions: Array(repeating: walk.signedTransactions[0], count: ServerAPIRecord.maxItems + 1),
+                                   signedRenewalInfos: [])
+        XCTAssertEqual(decoder.decode(body: [UInt8](try JSONEncoder().encode(many)), receivedAtMs: 1, rawPosition: nil).failureKind, "too_many_items")
+        XCTAssertEqual(decoder.decode(body: Array(#"{"signedPayload":"x"}"#.utf8), receivedAtMs: 1, rawPosition: nil).failureKind, "invalid_json")
+
+        let chunks = ServerAPIRecord.chunks(transactions: Array(repeating: "t", count: 450), renewalInfos: ["r"])
+        XCTAssertEqual(chunks.map { $0.signedTransactions.count + $0.signedRenewalInfos.count }, [200, 200, 51])
+    }
+
+    func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {
+        let policy = ConsumptionPolicy()
+        let day: Int64 = 86_400_000
+        let facts = ServerAPIStore.PurchaseFacts(userId: "u", productKind: "autoRenewable", grantedStartMs: 0, grantedEndMs: 30 * day,
+                                                 lifetimePurchases: 3, lifetimeRefunds: 0, firstPurchaseMs: -60 * day, hadTrialOrIntro: true)
+        func request(at ms: Int64, _ facts: ServerAPIStore.PurchaseFacts? = nil, _ policy: ConsumptionPolicy = ConsumptionPolicy()) -> ConsumptionRequest? {
+            policy.request(for: policy.assess(facts, requestedAtMs: ms))
+        }
+        let assessment = policy.assess(facts, requestedAtMs: 10 * day)
+        XCTAssertEqual(assessment.consumedMilliPercent, 33_333)
+        XCTAssertEqual(assessment.accountTenureDays, 70)
+        XCTAssertEqual(request(at: 10 * day, facts)?.refundPreference, "GRANT_PRORATED")
+        XCTAssertEqual(request(at: 10 * day, facts)?.sampleContentProvided, true)
+        XCTAssertEqual(request(at: 2 * day, facts)?.refundPreference, "GRANT_FULL", "under 10 %")
+        XCTAssertEqual(request(at: 15 * day, facts)?.refundPreference, "DECLINE", "50 % and more")
+        XCTAssertEqual(request(at: 90 * day, facts)?.consumptionPercentage, 100_000, "clamped to the period")
+        XCTAssertEqual(request(at: -5 * day, facts)?.consumptionPercentage, 0)
+        var refunder = facts
+        refunder.lifetimeRefunds = 2
+        XCTAssertEqual(request(at: 1 * day, refunder)?.refundPreference, "DECLINE", "after two refunds")
+        let undelivered = request(at: 1 * day, nil)
+        XCTAssertEqual(undelivered?.deliveryStatus, "UNDELIVERED_OTHER")
+        XCTAssertEqual(undelivered?.refundPreference, "GRANT_FULL")
+        var oneTime = facts
+        oneTime.grantedEndMs = nil
+        XCTAssertNil(request(at: 1 * day, oneTime)?.consumptionPercentage, "no share for a purchase without a period")
+        XCTAssertNil(request(at: 1 * day, oneTime)?.refundPreference)
+
+        var withoutConsent = ConsumptionPolicy()
+        withoutConsent.customerConsented = false
+        XCTAssertNil(request(at: 10 * day, facts, withoutConsent), "nothing is sent without consent")
+        for case let sent? in [request(at: 10 * day, facts), undelivered] { XCTAssertNil(sent.problem) }
+
+        let configured = try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "30",
+                                                                "STORELEDGER_CONSUMPTION_CONSENT": "false"])
+        XCTAssertEqual(configured.declineFromPercent, 30)
+        XCTAssertFalse(configured.customerConsented)
+        XCTAssertThrowsError(try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "101"]))
+        XCTAssertThrowsError(try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_GRANT_FULL_BELOW_PERCENT": "60"]),
+                             "the grant-full threshold above the decline one")
+    }
+}
+
+private extension Result where Failure == PermanentFailure {
+    var failureKind: String? { if case .failure(let failure) = self { return failure.kind } else { return nil } }
+}
+
+/// Changes one character of a base64url text so its signature no longer matches.
+enum Base64URLText {
+    static func flip(_ text: String) -> String {
+        var characters = Array(text)
+        let index = characters.count / 2
+        characters[index] = characters[index] == "A" ? "B" : "A"
+        return String(characters)
+    }
+}
