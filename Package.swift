@@ -32,13 +32,15 @@ let package = Package(
         // Pure code: runtime plumbing (config, logs, metrics, services) and the domain.
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
+        // Client credentials: API keys (hashed), end-user JWTs, rate limits. Pure apart from OpenSSL's verify.
+        .target(name: "Auth", dependencies: ["Crypto"], path: "Sources/Shared/Auth", swiftSettings: strict),
         .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
         // The App Store Server API client (outbound HTTP; tokens come from the signer).
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
         // Deployable roles.
-        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
+        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
         .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
@@ -47,7 +49,7 @@ let package = Package(
         .target(name: "Simulator", dependencies: ["Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
-                          dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
+                          dependencies: ["Ingest", "Auth", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
                                          "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
@@ -55,6 +57,7 @@ let package = Package(
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "DomainTests", dependencies: ["Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
@@ -68,7 +71,7 @@ let package = Package(
         .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "AppleDecoding", "Domain", "Kafka", "Runtime",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
+        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
                                                             "Signer", "AppStoreServerAPI"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]

@@ -1,3 +1,4 @@
+import Auth
 import Domain
 import Foundation
 import HTTPServer
@@ -103,7 +104,10 @@ final class OfferEndpoints: Sendable {
         var refusals: [Item]?
     }
 
-    func sign(_ request: HTTPRequest, _ responder: HTTPResponder) {
+    /// The signature is bound to the caller: a user token asks for its own user only, and the
+    /// signed applicationUsername (StoreKit's appAccountToken, which links the redemption back to the
+    /// account) is the user itself, so per-user limits and R8 count the redemption where it belongs.
+    func sign(_ request: HTTPRequest, principal: Principal?, _ responder: HTTPResponder) {
         guard let configured else { return answer(responder, "signature", .error(status: 503, reason: missing)) }
         if let failure = EventBounds.jsonDepth(request.body) {
             return answer(responder, "signature", .error(status: 400, reason: failure.reason))
@@ -121,6 +125,13 @@ final class OfferEndpoints: Sendable {
                    ("key_id", body.key_id), ("format", body.format), ("kind", body.kind)]
         if let reason = ids.lazy.compactMap({ EdgeChecks.optionalIdentifier($0.1, $0.0) }).first {
             return answer(responder, "signature", .error(status: 400, reason: reason))
+        }
+        if let principal, !AccessPolicy.actsFor(principal, user: body.user_id) {
+            return answer(responder, "signature", .error(status: 403, reason: "a user token requests offer signatures for its own user only"))
+        }
+        if let name = body.application_username, UserId.normalized(name) != UserId.normalized(body.user_id) {
+            return answer(responder, "signature", .error(status: 403, reason:
+                "application_username must be the user the offer is for (it links the redemption to that account); omit it to use user_id"))
         }
         let format = body.format ?? "legacy"
         guard format == "legacy" || format == "jws" else {
@@ -150,6 +161,11 @@ final class OfferEndpoints: Sendable {
             do { history = try configured.reader.history(user: body.user_id) } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
                 return answer(responder, "signature", .error(status: 503, reason: "database unavailable"))
+            }
+            // A transaction of someone else would bind the signature to another customer.
+            if let transaction = body.transaction_id, !history.purchases.isEmpty,
+               !history.purchases.contains(where: { $0.transactionId == transaction }) {
+                return answer(responder, "signature", .error(status: 403, reason: "transaction_id is not a transaction of this user"))
             }
             let now = currentTimeMs()
             if intro {
@@ -186,7 +202,7 @@ final class OfferEndpoints: Sendable {
             let signRequest = SignRequest(
                 correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline, kind: format == "jws" ? .promotionalOfferJWS : .legacy,
                 bundleId: bundleId, keyId: body.key_id, productId: product.id, offerId: offer.id,
-                applicationUsername: body.application_username ?? body.user_id, transactionId: body.transaction_id)
+                applicationUsername: body.user_id, transactionId: body.transaction_id)
             configured.client.send(signRequest) { [self] result in
                 respond(result, responder) { reply in
                     if format == "jws" {

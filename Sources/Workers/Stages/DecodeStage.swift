@@ -24,7 +24,8 @@ public struct DecodeStage: StageLogic {
         for record in records {
             let receivedAt = record.header(RecordHeader.receivedAt).flatMap { Int64($0) } ?? record.timestamp
             let source: RawSource = record.topic == Topic.receiptsRaw ? .appReceipt : .appStoreNotification
-            let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position)
+            let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position,
+                                 v1SecretVerifiedAtEdge: record.header(RecordHeader.v1SecretVerified) == "true")
             switch decoder.decode(input) {
             case .success(let events):
                 // Every id, date and number against docs/limits.md before anything reaches a key or a table.

@@ -20,6 +20,9 @@ public enum RecordHeader {
     public static let contentType = "storeledger.content-type"
     public static let httpPrefix = "http."
     public static let schema = "storeledger.schema"                // payload schema of typed records
+    /// Set by ingest on a V1 notification whose shared secret it verified and then removed from
+    /// the body (a secret is never stored): decode accepts such a body without `password`.
+    public static let v1SecretVerified = "storeledger.v1-secret-verified"
 }
 
 /// Where a raw record came from at the edge.
