@@ -14,6 +14,8 @@ final class DevCommandTests: XCTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["STORELEDGER_LOG_LEVEL"] = "warning"
         environment.removeValue(forKey: "DATABASE_URL")
+        // The test's V1 bodies carry this password; dev makes every other credential itself.
+        environment["STORELEDGER_V1_SHARED_SECRETS"] = TestCredentials.v1Secret
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
@@ -27,13 +29,14 @@ final class DevCommandTests: XCTestCase {
 
         try waitUntil("dev prints READY", timeout: 60) { lines.contains("READY") }
         let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
+        let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
         let pids = lines.all.filter { $0.hasPrefix("PID ") }.compactMap { Int32($0.split(separator: "=").last ?? "") }
         XCTAssertEqual(pids.count, 7, "broker, ingest, signer and four workers run as separate processes")
 
         XCTAssertEqual(try HTTP.post("\(ingest)/v1/notifications/appstore", body: body).status, 200)
         let posted = Date()
         try waitUntil("the notification's grant is visible", timeout: 2, interval: 0.05) {
-            let view = try HTTP.get("\(ingest)/v1/subscriptions/000000000000000")
+            let view = try HTTP.get("\(ingest)/v1/subscriptions/000000000000000", authorization: apiKey)
             return view.status == 200 && ((view.json?["ledger"] as? [Any])?.count ?? 0) == 1
         }
         print("dev: notification visible in the API after \(String(format: "%.3f", Date().timeIntervalSince(posted))) s")

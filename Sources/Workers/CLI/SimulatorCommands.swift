@@ -1,3 +1,4 @@
+import Auth
 import Foundation
 import Runtime
 import Simulator
@@ -181,6 +182,10 @@ final class DevProcess: Sendable {
         process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)]
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
+        // dev takes this key as its service key; the simulator presents it.
+        let key = try APIKeyRing.generateKey(prefix: "slk_sim")
+        env["STORELEDGER_DEV_API_KEY"] = key
+        IngestCredential.apiKey = key
         env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
         process.environment = env
         let pipe = Pipe()
