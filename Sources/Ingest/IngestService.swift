@@ -138,7 +138,9 @@ public final class IngestService: Sendable {
         case .adminUser(let user):
             read(responder) { try $0.supportView(user) }
         case .wrongMethod(let allowed):
-            responder.respond(.error(status: 405, reason: "use \(allowed)"))
+            var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
+            response.headers.set(name: "Allow", value: allowed)
+            responder.respond(response)
         case .badPath(let reason):
             responder.respond(.error(status: 400, reason: reason))
         case .notFound:

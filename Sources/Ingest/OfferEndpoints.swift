@@ -158,14 +158,18 @@ final class OfferEndpoints: Sendable {
         }
         DispatchQueue.global().async { [self] in
             let history: OfferHistory
-            do { history = try configured.reader.history(user: body.user_id) } catch {
+            let owners: Set<String>
+            do {
+                history = try configured.reader.history(user: body.user_id)
+                owners = try body.transaction_id.map { try configured.reader.owners(transaction: $0) } ?? []
+            } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
                 return answer(responder, "signature", .error(status: 503, reason: "database unavailable"))
             }
-            // A transaction of someone else would bind the signature to another customer.
-            if let transaction = body.transaction_id, !history.purchases.isEmpty,
-               !history.purchases.contains(where: { $0.transactionId == transaction }) {
-                return answer(responder, "signature", .error(status: 403, reason: "transaction_id is not a transaction of this user"))
+            // Another customer's transaction would bind the signature to them. One nobody owns yet
+            // (a purchase on a new Apple ID) is fine: eligibility was decided for this user.
+            if !owners.isEmpty, !owners.contains(where: { UserId.normalized($0) == UserId.normalized(body.user_id) }) {
+                return answer(responder, "signature", .error(status: 403, reason: "transaction_id belongs to another user"))
             }
             let now = currentTimeMs()
             if intro {
@@ -241,6 +245,10 @@ final class OfferEndpoints: Sendable {
         switch result {
         case .success(let reply) where reply.status == .signed:
             answer(responder, "signature", success(reply))
+        case .success(let reply) where reply.reason?.hasPrefix("unknown signing key id") == true:
+            // The caller's key_id names no key of the signer: the request's fault, not the signer's
+            // (the reply carries no code, only OfferSigner's reason text).
+            answer(responder, "signature", .error(status: 404, reason: "key_id names no signing key of the signer"))
         case .success(let reply):
             logger.warning("signer_refused", ["reason": .string(reply.reason ?? "")])
             answer(responder, "signature", .error(status: 502, reason: "the signer refused: \(reply.reason ?? "no reason given")"))
