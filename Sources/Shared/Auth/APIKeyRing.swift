@@ -33,7 +33,7 @@ public struct APIKeyRing: Sendable {
             let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2, !parts[0].isEmpty, let hash = hexBytes(parts[1].hasPrefix("sha256:") ? String(parts[1].dropFirst(7)) : parts[1]),
                   hash.count == 32 else {
-                throw AuthConfigurationError("\(variable): each entry is name=<64 hex digits of the key's SHA-256> (storeledger credentials hash-key prints it)")
+                throw AuthConfigurationError("\(variable): each entry is name=<64 hex digits of the key's SHA-256> (`storeledger credentials new-key` prints one)")
             }
             guard parts[0].utf8.count <= 64, parts[0].utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                 throw AuthConfigurationError("\(variable): key names are at most 64 printable ASCII characters")
