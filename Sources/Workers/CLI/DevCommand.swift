@@ -80,7 +80,7 @@ struct DevCommand: CLICommand {
         var signerEnvironment = environment
         signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
         signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
-        signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = ProcessInfo.processInfo.environment["STORELEDGER_SIGNING_ISSUER_ID"] ?? credentials.issuerId
+        signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
         var admin: [String: String] = [:]
         for stage in DevCommand.stages {

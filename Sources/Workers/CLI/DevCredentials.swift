@@ -19,7 +19,7 @@ struct DevCredentials {
     let v1SharedSecret: String
     let issuerId: String
 
-    /// STORELEDGER_DEV_API_KEY and STORELEDGER_V1_SHARED_SECRETS, when set, are used instead of new ones
+    /// STORELEDGER_DEV_API_KEY, STORELEDGER_V1_SHARED_SECRETS and STORELEDGER_SIGNING_ISSUER_ID, when set, are used instead of new ones
     /// (scripts and tests that start dev know their key in advance).
     static func create(directory: String, environment: [String: String]) throws -> DevCredentials {
         let given = ProcessInfo.processInfo.environment
@@ -37,7 +37,7 @@ struct DevCredentials {
             adminKey: try APIKeyRing.generateKey(prefix: "sla_dev"),
             jwtSecret: Array(encoded.utf8), jwtSecretFile: file,
             v1SharedSecret: v1 ?? generatedV1,
-            issuerId: UUID().uuidString.lowercased())
+            issuerId: given["STORELEDGER_SIGNING_ISSUER_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? UUID().uuidString.lowercased())
     }
 
     /// What ingest and the workers are started with: hashes, paths and names, never a key.
@@ -56,7 +56,8 @@ struct DevCredentials {
 
     /// Machine-readable lines (tests and scripts parse them).
     var lines: [String] {
-        ["API_KEY=\(apiKey)", "ADMIN_KEY=\(adminKey)", "USER_TOKEN=\(userToken())", "V1_SHARED_SECRET=\(v1SharedSecret)"]
+        ["API_KEY=\(apiKey)", "ADMIN_KEY=\(adminKey)", "USER_TOKEN=\(userToken())", "USER=\(Self.demoUser)",
+         "V1_SHARED_SECRET=\(v1SharedSecret)", "SIGNER_ISSUER_ID=\(issuerId)"]
     }
 
     func usage(_ ingest: String) -> [String] {
