@@ -78,7 +78,7 @@ struct SimulateCommand: CLICommand {
             print("StoreLedger is up at \(ingestURL)")
         } else {
             guard let given = arguments.value("ingest") ?? ProcessInfo.processInfo.environment["STORELEDGER_INGEST_URL"] else {
-                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env) or --dev")
+                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set STORELEDGER_API_KEY to one of its service keys) or --dev")
             }
             ingestURL = given
         }
