@@ -25,16 +25,17 @@ let package = Package(
 
         // Adapters: the only modules that import the C targets.
         .target(name: "Kafka", dependencies: ["CRdKafka", "Runtime"], path: "Sources/Shared/Kafka", swiftSettings: strict),
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Runtime"], path: "Sources/Shared/Postgres", swiftSettings: strict),
-        .target(name: "Crypto", dependencies: ["COpenSSL"], path: "Sources/Shared/Crypto", swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Runtime", "CivilCalendar"], path: "Sources/Shared/Postgres", swiftSettings: strict),
+        .target(name: "Crypto", dependencies: ["COpenSSL", "CivilCalendar"], path: "Sources/Shared/Crypto", swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Runtime"], path: "Sources/Shared/HTTPServer", swiftSettings: strict),
 
         // Pure code: runtime plumbing (config, logs, metrics, services) and the domain.
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
-        .target(name: "Domain", path: "Sources/Shared/Domain", swiftSettings: strict),
+        .target(name: "CivilCalendar", path: "Sources/Shared/CivilCalendar", swiftSettings: strict),
+        .target(name: "Domain", dependencies: ["CivilCalendar"], path: "Sources/Shared/Domain", swiftSettings: strict),
         // Client credentials: API keys (hashed), end-user JWTs, rate limits. Pure apart from OpenSSL's verify.
         .target(name: "Auth", dependencies: ["Crypto"], path: "Sources/Shared/Auth", swiftSettings: strict),
-        .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
+        .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto", "CivilCalendar"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
         // The App Store Server API client (outbound HTTP; tokens come from the signer).
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
@@ -46,7 +47,7 @@ let package = Package(
                 path: "Sources/Workers/Stages", swiftSettings: strict),
         .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),
-        .target(name: "Simulator", dependencies: ["Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
+        .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
                           dependencies: ["Ingest", "Auth", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
@@ -56,7 +57,7 @@ let package = Package(
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "DomainTests", dependencies: ["Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "DomainTests", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),

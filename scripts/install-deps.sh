@@ -2,7 +2,7 @@
 # Installs the Debian packages StoreLedger needs, only those missing (apt-get; run as root or with sudo).
 # The Swift toolchain itself is a prerequisite (README).
 set -euo pipefail
-packages=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev pkg-config postgresql kafkacat python3-venv)
+packages=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev pkg-config postgresql kafkacat python3-venv python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import CivilCalendar
 
 /// Small helpers for moving bytes in and out of OpenSSL's DER/PEM/BIO calls.
 enum OpenSSLBridge {
@@ -73,19 +74,9 @@ enum OpenSSLBridge {
         guard let time else { return nil }
         var parts = tm()
         guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
-        let days = daysFromCivil(year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday))
+        let days = Int(CivilDate.days(year: Int64(parts.tm_year) + 1900, month: Int64(parts.tm_mon) + 1, day: Int64(parts.tm_mday)))
         let seconds = days * 86_400 + Int(parts.tm_hour) * 3600 + Int(parts.tm_min) * 60 + Int(parts.tm_sec)
         return Date(timeIntervalSince1970: TimeInterval(seconds))
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 
     static func hex(_ bytes: some Sequence<UInt8>) -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import CivilCalendar
 
 /// timestamptz text in and out, by plain calendar arithmetic (no formatter, no time zone
 /// database): sessions run with `DateStyle=ISO` and `TimeZone=UTC`, but any ISO offset parses.
@@ -7,7 +8,7 @@ enum PGTimestamp {
     static func format(_ date: Date) -> String {
         let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
         let (days, microOfDay) = floorDivMod(micros, 86_400_000_000)
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = CivilDate.date(days: days)
         let seconds = microOfDay / 1_000_000
         let fraction = microOfDay % 1_000_000
         var text = pad(year > 0 ? year : 1 - year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
@@ -54,32 +55,10 @@ enum PGTimestamp {
         let isBC = scanner.skip(" BC")
         guard scanner.atEnd else { return nil }
         let astronomicalYear = isBC ? 1 - year : year
-        let days = daysFromCivil(year: astronomicalYear, month: month, day: day)
+        let days = CivilDate.days(year: astronomicalYear, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
         // Integer microseconds divided once: the nearest Double to the exact decimal value.
         return Date(timeIntervalSince1970: Double(seconds * 1_000_000 + micros) / 1_000_000)
-    }
-
-    // Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian, day 0 = 1970-01-01).
-    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     private static func floorDivMod(_ a: Int64, _ b: Int64) -> (Int64, Int64) {

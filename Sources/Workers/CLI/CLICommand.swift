@@ -10,20 +10,29 @@ protocol CLICommand: Sendable {
     var flagNames: Set<String> { get }
     var optionNames: Set<String> { get }
     func run(_ arguments: Arguments) throws -> Int32
+    /// What `--check-arguments` validates beyond option names (positionals, sub-commands).
+    func check(_ arguments: Arguments) throws
 }
 
 extension CLICommand {
     var flagNames: Set<String> { [] }
+    func check(_ arguments: Arguments) throws {}
 }
 
 func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
     do {
-        let arguments = try Arguments(argv, flagNames: command.flagNames.union(["help"]))
+        let arguments = try Arguments(argv, flagNames: command.flagNames.union(["help", "check-arguments"]))
         if arguments.has("help") {
             print("usage: storeledger \(command.name) \(command.usage)\n\n\(command.summary)")
             return 0
         }
-        try arguments.rejectUnknown(allowed: command.optionNames.union(command.flagNames).union(["help"]))
+        try arguments.rejectUnknown(allowed: command.optionNames.union(command.flagNames).union(["help", "check-arguments"]))
+        try command.check(arguments)
+        // A deployment check (compose files, unit files): the command line is valid, nothing runs.
+        if arguments.has("check-arguments") {
+            print("storeledger \(command.name): arguments ok")
+            return 0
+        }
         return try command.run(arguments)
     } catch let error as UsageError {
         FileHandle.standardError.write(Data("storeledger \(command.name): \(error)\nusage: storeledger \(command.name) \(command.usage)\n".utf8))

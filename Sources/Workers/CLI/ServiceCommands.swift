@@ -109,11 +109,17 @@ struct WorkerCommand: CLICommand {
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership."
     let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
     let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host"]
+    static let stages = ["decode", "dedupe", "classify", "membership"]
 
-    func run(_ arguments: Arguments) throws -> Int32 {
+    func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
             throw UsageError("name exactly one stage")
         }
+        guard Self.stages.contains(stageName) else { throw UsageError("unknown stage \(stageName)") }
+    }
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        let stageName = arguments.positionals[0]
         let logic: any StageLogic
         switch stageName {
         case "decode":

@@ -4,7 +4,7 @@ import Runtime
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
-    DeadLetterCommand(), RecoverCommand(), CredentialsCommand(),
+    DeadLetterCommand(), RecoverCommand(), ProbeCommand(), CredentialsCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

@@ -1,4 +1,5 @@
 import Foundation
+import CivilCalendar
 
 /// The decoded payload of an app receipt (PKCS#7 content), as Apple's archived "Receipt Fields"
 /// document and the community parsers describe it. Field numbers: APPLE-REFERENCE.md §3.
@@ -217,19 +218,9 @@ public enum RFC3339 {
             }
         }
         guard index == c.count else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
+        let days = CivilDate.days(year: Int64(year), month: Int64(month), day: Int64(day))
         let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetSeconds)
         return seconds * 1000 + Int64(fractionMs)
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 
     public static func format(ms: Int64) -> String {

@@ -1,3 +1,5 @@
+import CivilCalendar
+
 /// A half-open time interval `[start, end)` in ms; `end == nil` is open-ended (lifetime purchase).
 public struct Interval: Codable, Sendable, Hashable, CustomStringConvertible {
     public var startMs: Int64
@@ -91,16 +93,7 @@ public enum TimeText {
         let millis = ms.floorModulo(1000)
         let days = seconds.floorDivided(by: 86_400)
         let secondOfDay = seconds.floorModulo(86_400)
-        // Howard Hinnant's civil_from_days.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        let (year, month, day) = CivilDate.date(days: days)
         func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
         var text = "\(year)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay % 3600 / 60)):\(two(secondOfDay % 60))"
         if millis != 0 { text += "." + String(String(millis + 1000).dropFirst()) }

@@ -189,6 +189,11 @@ public enum IngestHealth {
 
 /// One-off HTTP calls for tools built on the simulator (the demo, the CLI).
 public enum SimpleHTTP {
+    /// The status of one GET, any body (health probes).
+    public static func status(_ baseURL: String, _ path: String, timeoutSeconds: Int) throws -> Int {
+        try HTTPConnection(baseURL: baseURL, timeoutSeconds: timeoutSeconds).get(path).status
+    }
+
     public static func get(_ baseURL: String, _ path: String) throws -> (status: Int, json: [String: Any]?) {
         let response = try HTTPConnection(baseURL: baseURL).get(path)
         return (response.status, response.json)

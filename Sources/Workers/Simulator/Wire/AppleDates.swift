@@ -1,3 +1,4 @@
+import CivilCalendar
 /// Apple's date spellings, formatted without Foundation's DateFormatter (too slow for a
 /// population of 100,000 users): V1 JSON `"2020-06-27 00:02:39 Etc/GMT"` and its `_pst` twin
 /// `"2020-06-26 17:02:39 America/Los_Angeles"`, and receipt IA5 dates `"2020-06-27T00:02:39Z"`.
@@ -25,8 +26,8 @@ enum AppleDates {
     private static func civil(seconds: Int64, separator: String) -> String {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let rest = Int(seconds - days * 86_400)
-        let (year, month, day) = civilFromDays(Int(days))
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))\(separator)\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):\(pad(rest % 60, 2))"
+        let (year, month, day) = CivilDate.date(days: days)
+        return "\(pad(Int(year), 4))-\(pad(Int(month), 2))-\(pad(Int(day), 2))\(separator)\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):\(pad(rest % 60, 2))"
     }
 
     private static func pad(_ value: Int, _ width: Int) -> String {
@@ -34,34 +35,13 @@ enum AppleDates {
         return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
     }
 
-    /// Howard Hinnant's civil_from_days.
-    static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-
-    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        return era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
-    }
-
     /// -8 h, or -7 h between the second Sunday of March 10:00 UTC and the first Sunday of
     /// November 09:00 UTC (2:00 local), the US rule since 2007.
     static func pacificOffset(utcSeconds: Int64) -> Int64 {
         let days = Int(utcSeconds >= 0 ? utcSeconds / 86_400 : (utcSeconds - 86_399) / 86_400)
-        let year = civilFromDays(days).0
+        let year = CivilDate.date(days: Int64(days)).year
         func nthSunday(_ month: Int, _ n: Int) -> Int {
-            let first = daysFromCivil(year, month, 1)
+            let first = Int(CivilDate.days(year: year, month: Int64(month), day: 1))
             let weekday = (first + 4) % 7  // 1970-01-01 was a Thursday (4); 0 = Sunday
             let firstSunday = first + (7 - ((weekday + 7) % 7)) % 7
             return firstSunday + (n - 1) * 7

@@ -1,0 +1,128 @@
+/// Every metric family and log event StoreLedger emits, in one list: what operators alert on and
+/// search for. docs/observability.md documents each; `VocabularyTests` fail on a name the code
+/// uses that is missing here, on an entry no code uses, and on an entry the document lacks.
+public enum Vocabulary {
+    public enum MetricType: String, Sendable { case counter, gauge, histogram }
+
+    public struct Metric: Sendable {
+        public let name: String
+        public let type: MetricType
+        public let labels: [String]
+        /// Which processes export it.
+        public let processes: String
+        public let help: String
+    }
+
+    public struct LogEvent: Sendable {
+        public let name: String
+        public let meaning: String
+    }
+
+    public static func metric(named name: String) -> Metric? { metrics.first { $0.name == name } }
+
+    public static let metrics: [Metric] = [
+        // HTTP edge
+        .init(name: "storeledger_ingest_requests_total", type: .counter, labels: ["route", "status"], processes: "ingest",
+              help: "Requests answered, by route and HTTP status."),
+        .init(name: "storeledger_offer_requests_total", type: .counter, labels: ["route", "status"], processes: "ingest",
+              help: "Offer signature and eligibility requests answered, by route and HTTP status."),
+        // The consumer loop (every worker and the signer)
+        .init(name: "storeledger_loop_ready", type: .gauge, labels: ["stage"], processes: "workers, signer",
+              help: "1 while the loop holds partitions with nothing paused and no outage."),
+        .init(name: "storeledger_loop_paused_partitions", type: .gauge, labels: ["stage"], processes: "workers, signer",
+              help: "Partitions paused for a retry backoff or an outage."),
+        .init(name: "storeledger_loop_batches_total", type: .counter, labels: ["stage"], processes: "workers, signer",
+              help: "Batches applied and committed."),
+        .init(name: "storeledger_loop_batch_seconds_sum", type: .counter, labels: ["stage"], processes: "workers, signer",
+              help: "Seconds spent applying batches (divide by batches_total for the mean)."),
+        .init(name: "storeledger_loop_failures_total", type: .counter, labels: ["stage", "class"], processes: "workers, signer",
+              help: "Record or batch failures by class: retryable, permanent, infrastructure, critical, fenced."),
+        .init(name: "storeledger_loop_commit_failures_total", type: .counter, labels: ["stage"], processes: "workers, signer",
+              help: "Offset commits the broker refused (the batch is read again)."),
+        .init(name: "storeledger_dead_letters_total", type: .counter, labels: ["stage", "kind"], processes: "workers, signer",
+              help: "Records sent to storeledger.deadletter, by error kind."),
+        .init(name: "storeledger_stage_records_total", type: .counter, labels: ["stage", "outcome"], processes: "workers",
+              help: "Records in, records out and dead letters per stage."),
+        // Stages
+        .init(name: "storeledger_decode_total", type: .counter, labels: ["source", "outcome"], processes: "worker decode",
+              help: "Raw records decoded, by source and outcome (decoded, decoded_empty, retryable or the dead-letter kind)."),
+        .init(name: "storeledger_dedupe_total", type: .counter, labels: ["outcome"], processes: "worker dedupe",
+              help: "Events by dedupe outcome: duplicate_event, nothing_new, forwarded, forwarded_no_change."),
+        .init(name: "storeledger_ledger_entries_total", type: .counter, labels: [], processes: "worker membership",
+              help: "Ledger entries written."),
+        // Signer
+        .init(name: "storeledger_signer_requests_total", type: .counter, labels: ["outcome", "kind"], processes: "signer",
+              help: "Sign and API-token requests answered, by outcome."),
+        .init(name: "storeledger_signer_sign_seconds_sum", type: .counter, labels: [], processes: "signer",
+              help: "Seconds spent signing."),
+        .init(name: "storeledger_signer_nonces_remembered", type: .gauge, labels: [], processes: "signer",
+              help: "Nonces in the 24-hour memory."),
+        .init(name: "storeledger_signer_nonce_registry_bytes", type: .gauge, labels: [], processes: "signer",
+              help: "Memory of the nonce registry (fixed at start)."),
+        .init(name: "storeledger_signer_nonce_redraws_total", type: .counter, labels: [], processes: "signer",
+              help: "Nonces drawn again because the memory may have seen them (expected near 0)."),
+    ]
+
+    public static let logEvents: [LogEvent] = [
+        // Processes and services
+        .init(name: "service_started", meaning: "A service of the process started (in boot order)."),
+        .init(name: "service_stopped", meaning: "A service stopped (in reverse boot order)."),
+        .init(name: "service_failed", meaning: "A service failed; the process stops its other services and exits non-zero."),
+        .init(name: "service_stop_overran", meaning: "A service took longer than its stop deadline."),
+        .init(name: "signal_received", meaning: "SIGTERM, SIGINT or SIGHUP: the process begins to stop."),
+        .init(name: "command_failed", meaning: "A storeledger command ended with an error (exit 1)."),
+        .init(name: "admin_listening", meaning: "The admin server (/healthz, /readyz, /metrics) is listening."),
+        .init(name: "child_started", meaning: "The supervisor (dev, tests) started a child process."),
+        .init(name: "child_exited", meaning: "A supervised child exited; it is restarted when its policy says so."),
+        .init(name: "child_killed", meaning: "A supervised child was killed after its stop grace period."),
+        .init(name: "child_restart_failed", meaning: "A supervised child could not be restarted."),
+        .init(name: "dev_child_failed", meaning: "storeledger dev: a role failed to start."),
+        .init(name: "dev_stages_not_ready", meaning: "storeledger dev: a stage did not become ready in time."),
+        .init(name: "dev_stopped", meaning: "storeledger dev stopped everything it started."),
+        // Broker and topics
+        .init(name: "broker_ready", meaning: "The embedded broker is up (its bootstrap address follows on stdout)."),
+        .init(name: "broker_stopped", meaning: "The embedded broker stopped."),
+        .init(name: "topics_ready", meaning: "The pipeline's topics exist."),
+        .init(name: "librdkafka_log", meaning: "A warning or error from librdkafka itself."),
+        .init(name: "kafka_partitions_assigned", meaning: "The group gave this member partitions."),
+        .init(name: "kafka_partitions_revoked", meaning: "The group took partitions from this member."),
+        .init(name: "kafka_rebalance_failed", meaning: "Applying a rebalance failed; the member rejoins."),
+        // PostgreSQL
+        .init(name: "migrated", meaning: "storeledger migrate finished."),
+        .init(name: "schema_migrated", meaning: "One migration was applied."),
+        .init(name: "schema_newer_than_binary", meaning: "The database has migrations this binary does not know (a newer release ran)."),
+        .init(name: "pg_notice", meaning: "A PostgreSQL notice (debug)."),
+        // The consumer loop
+        .init(name: "loop_started", meaning: "A consumer loop joined its group."),
+        .init(name: "loop_ready", meaning: "The loop holds partitions with nothing paused (readiness turned on)."),
+        .init(name: "loop_not_ready", meaning: "Readiness turned off: partitions paused, an outage, or no partitions."),
+        .init(name: "loop_stopped", meaning: "The loop committed its last batch and left the group."),
+        .init(name: "loop_stopped_critical", meaning: "A critical failure stopped the loop without committing; the worker exits non-zero."),
+        .init(name: "batch_failed", meaning: "A batch failed and is split or retried by its failure class."),
+        .init(name: "dead_letter", meaning: "A record went to storeledger.deadletter (kind, source position)."),
+        .init(name: "partitions_paused", meaning: "Partitions paused for a backoff or an outage."),
+        .init(name: "partitions_resumed", meaning: "Paused partitions resumed."),
+        .init(name: "poll_failed", meaning: "Polling the broker failed; retried."),
+        .init(name: "offset_commit_failed", meaning: "The broker refused an offset commit; the batch is read again."),
+        .init(name: "failpoint_stop_before_commit", meaning: "Tests only: a stage stopped itself before COMMIT."),
+        // Ingest
+        .init(name: "ingest_listening", meaning: "Ingest is listening."),
+        .init(name: "write_unconfirmed", meaning: "The broker did not confirm a write in time; the client got 503."),
+        .init(name: "read_failed", meaning: "A read API query failed (500)."),
+        .init(name: "http_library_message", meaning: "A message from libmicrohttpd (debug)."),
+        .init(name: "offer_history_failed", meaning: "Reading an account's purchase history for an offer failed."),
+        .init(name: "sign_request_failed", meaning: "A sign request could not be sent to the signer."),
+        .init(name: "signer_refused", meaning: "The signer refused a request (its reason is returned to the client)."),
+        .init(name: "sign_replies_reader_ready", meaning: "Ingest reads the signer's replies."),
+        .init(name: "sign_reply_poll_failed", meaning: "Polling the signer's replies failed; retried."),
+        // Signer
+        .init(name: "signer_started", meaning: "The signer loaded its keys (ids only are logged)."),
+        .init(name: "signer_stopped", meaning: "The signer stopped."),
+        .init(name: "request_refused", meaning: "The signer refused a request (unknown key, expired, replayed)."),
+        .init(name: "request_invalid", meaning: "A sign request could not be parsed."),
+        .init(name: "metrics_write_failed", meaning: "The signer could not write its metrics file."),
+        // Tools
+        .init(name: "dlq_redriven", meaning: "storeledger dlq redrive sent dead letters back to their source topic."),
+        .init(name: "prefilled", meaning: "bench pipeline filled its input topic."),
+    ]
+}
