@@ -186,6 +186,8 @@ final class DevProcess: Sendable {
         let key = try APIKeyRing.generateKey(prefix: "slk_sim")
         env["STORELEDGER_DEV_API_KEY"] = key
         IngestCredential.apiKey = key
+        // A load generator is one service key at any rate asked for: lift that key's limit only.
+        env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
         env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
         process.environment = env
         let pipe = Pipe()

@@ -17,7 +17,7 @@ enum TestCredentials {
 
     static let jwtSecretPath: String = {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("storeledger-test-jwt-\(getpid()).secret").path
-        FileManager.default.createFile(atPath: path, contents: Data(jwtSecret), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(jwtSecret), attributes: [.posixPermissions: 0o600])
         return path
     }()
 
