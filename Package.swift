@@ -57,11 +57,12 @@ let package = Package(
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "DomainTests", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "DomainTests", dependencies: ["TestSupport", "CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
+        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
         .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
@@ -73,7 +74,7 @@ let package = Package(
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages StoreLedger needs, only those missing (apt-get; run as root or with sudo).
+# chromium is for the tests only: headless, it renders the support page (SupportPageChromiumTests).
 # The Swift toolchain itself is a prerequisite (README).
 set -euo pipefail
-packages=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev pkg-config postgresql kafkacat python3-venv python3-yaml)
+packages=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev pkg-config postgresql kafkacat python3-venv python3-yaml chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

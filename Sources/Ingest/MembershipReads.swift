@@ -136,7 +136,7 @@ struct MembershipReads: Sendable {
         return try db.query(sql).map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
     }
 
-    private func ledgerLines(_ db: PGConnection, _ sql: SQL) throws -> [LedgerLine] {
+    func ledgerLines(_ db: PGConnection, _ sql: SQL) throws -> [LedgerLine] {
         let decoder = JSONDecoder()
         func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T { try decoder.decode(type, from: Data(text.utf8)) }
         return try db.query(sql).map { row in

@@ -97,6 +97,8 @@ final class StrangeTrafficDecodingTests: XCTestCase {
             "revocationDate": 1_698_148_950_000, "revocationReason": 0, "revocationType": "REFUND_PRORATED",
             "revocationPercentage": 42_500, "offerPeriod": "P1M", "offerDiscountType": "PAY_UP_FRONT",
             "appTransactionId": "704289572311296512", "billingPlanType": "MONTHLY_COMMITMENT",
+            "commitmentInfo": ["billingPeriodNumber": 3, "commitmentExpiresDate": 1_698_150_000_000, "commitmentPrice": 119_880,
+                               "totalBillingPeriods": 12],
         ])
         let payload = V2Payloads.notification(type: "REFUND", subtype: nil, signedTransaction: try pki.sign(transaction), signedRenewal: nil)
         let event = try XCTUnwrap(try decoder.decode(body: V2Payloads.body(try pki.sign(payload)), receivedAtMs: 0, rawPosition: nil).get().first)
@@ -107,6 +109,8 @@ final class StrangeTrafficDecodingTests: XCTestCase {
         XCTAssertEqual(facts.typedOfferDiscountType, .payUpFront)
         XCTAssertEqual(facts.appTransactionId, "704289572311296512")
         XCTAssertEqual(facts.billingPlanType, "MONTHLY_COMMITMENT")
+        XCTAssertEqual(facts.commitmentInfo, CommitmentInfo(billingPeriodNumber: 3, totalBillingPeriods: 12,
+                                                            commitmentExpiresDateMs: 1_698_150_000_000, commitmentPrice: 119_880))
         XCTAssertEqual(event.notificationType, .v2(.refund))
 
         // RESCIND_CONSENT carries `appData` instead of `data`: an app-level event, kept and recorded.

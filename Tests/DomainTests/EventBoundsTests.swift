@@ -20,7 +20,9 @@ final class EventBoundsTests: XCTestCase {
             productType: "Auto-Renewable Subscription", inAppOwnershipType: "PURCHASED", subscriptionGroupIdentifier: "21000001",
             appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", storefront: "USA", transactionReason: "PURCHASE",
             price: 9_990, currency: "USD", revocationType: "REFUND_FULL", revocationPercentage: 100_000, offerPeriod: "P1M",
-            storefrontId: "143441", appTransactionId: "704289572311258165", billingPlanType: "UP_FRONT")
+            storefrontId: "143441", appTransactionId: "704289572311258165", billingPlanType: "UP_FRONT",
+            commitmentInfo: CommitmentInfo(billingPeriodNumber: 3, totalBillingPeriods: 12, commitmentExpiresDateMs: t + 1_000,
+                                           commitmentPrice: 119_880))
     }
 
     static var fullRenewal: RenewalFacts {

@@ -361,6 +361,44 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(finance?.promotionalOfferId, "winback")
     }
 
+    func testARenewalChargedEarlyAndRefundedBeforeThePeriodEndsLeavesThatPeriodWhole() {
+        let first = Apple.period("A", otid: otid, start: t0)
+        // Apple charged the renewal 35 minutes before the first period ended; it was refunded a minute before that end.
+        var renewal = Apple.tx("B", otid: otid, product: "vip.a.1m", purchase: t0 + month - 35 * 60_000, expires: t0 + 2 * month, web: "wB")
+        let early = Apple.v2("DID_RENEW", uuid: "renew", otid: otid, [first, renewal], signed: renewal.purchaseDateMs)
+        renewal.cancellationDateMs = t0 + month - 60_000
+        renewal.cancellationReason = "0"
+        let refund = Apple.v2("REFUND", uuid: "refund", otid: otid, [renewal], signed: t0 + month - 60_000)
+        let buy = Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [first], signed: t0)
+        assertConverges([buy, early, refund], to: [interval(t0, t0 + month)])
+        // Unrefunded, the early renewal continues the first period without a gap and cuts nothing of it.
+        var t = Transcript()
+        t.feed(buy)
+        t.feed(early)
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + 2 * month)])
+        XCTAssertFalse(t.ledger.contains { $0.kind == .cut }, "an early renewal is no switch")
+    }
+
+    func testBillingPlanAndCommitmentReachTheFinanceFactsAlsoFromALaterCopy() {
+        let plain = Apple.period("C", otid: otid, start: t0)
+        var committed = plain
+        committed.billingPlanType = "MONTHLY"
+        committed.commitmentInfo = CommitmentInfo(billingPeriodNumber: 3, totalBillingPeriods: 12,
+                                                  commitmentExpiresDateMs: t0 + 300 * day, commitmentPrice: 119_880)
+        var t = Transcript()
+        // A receipt copy knows nothing of the commitment; Apple's V2 copy of the same purchase does.
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "plain", otid: otid, [plain], signed: t0))
+        XCTAssertNil(t.state(otid).grants.values.first?.finance.commitment)
+        t.feed(Apple.v2("DID_RENEW", uuid: "committed", otid: otid, [committed], signed: t0 + 1))
+        let finance = t.state(otid).grants.values.first?.finance
+        XCTAssertEqual(t.state(otid).grants.count, 1, "one purchase")
+        XCTAssertEqual(finance?.billingPlanType, "MONTHLY")
+        XCTAssertEqual(finance?.commitment?.billingPeriodNumber, 3)
+        XCTAssertEqual(finance?.commitment?.totalBillingPeriods, 12)
+        XCTAssertEqual(finance?.commitment?.commitmentPrice, 119_880)
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + 30 * day)], "the commitment changes finance, not membership")
+    }
+
     func testGraceAfterAnExpiryWithMillisecondsLeavesNoGap() {
         var a = Apple.period("A", otid: otid, start: t0)
         a.expiresDateMs = t0 + month + 123

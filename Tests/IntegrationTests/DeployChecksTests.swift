@@ -60,7 +60,7 @@ final class DeployChecksTests: XCTestCase {
 
     func testEveryServiceCommandAndHealthCheckIsAValidStoreledgerCommandLine() throws {
         let ours = try ourServices
-        XCTAssertEqual(Set(ours.map(\.0)), ["setup", "ingest", "decode", "dedupe", "classify", "membership", "signer"])
+        XCTAssertEqual(Set(ours.map(\.0)), ["setup", "ingest", "decode", "dedupe", "classify", "membership", "relay", "signer"])
         for (name, service) in ours {
             if let command = service["command"] as? [String] {
                 try checkArguments(command, "service \(name)")

@@ -32,7 +32,8 @@ final class DevCommandTests: XCTestCase {
         let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
         let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
         let pids = lines.all.filter { $0.hasPrefix("PID ") }.compactMap { Int32($0.split(separator: "=").last ?? "") }
-        XCTAssertEqual(pids.count, 7, "broker, ingest, signer and four workers run as separate processes")
+        XCTAssertEqual(pids.count, 8, "broker, ingest, signer, four stage workers and the events relay run as separate processes")
+        XCTAssertTrue(lines.all.contains { $0.hasPrefix("PID relay=") })
 
         XCTAssertEqual(try HTTP.post("\(ingest)/v1/notifications/appstore", body: body).status, 200)
         let posted = Date()

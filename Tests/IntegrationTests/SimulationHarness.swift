@@ -1,4 +1,5 @@
 import Foundation
+import Runtime
 import Simulator
 import XCTest
 
@@ -13,7 +14,8 @@ final class SimulationCluster: @unchecked Sendable {
     private(set) var verifyReceipt: VerifyReceiptServer?
 
     /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
-    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:]) throws {
+    /// - Parameter workerExit: what happens to a worker that dies (tests that SIGKILL workers restart them).
+    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
         let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
         setup = try SimulatorSetup.prepare(directory: directory)
         store = AppStore(config: setup.config)
@@ -26,7 +28,7 @@ final class SimulationCluster: @unchecked Sendable {
             environment.merge(SimulatorSetup.verifyReceiptEnvironment(server.url)) { $1 }
         }
         cluster = try Cluster()
-        try cluster.start(extraEnvironment: environment)
+        try cluster.start(extraEnvironment: environment, workerExit: workerExit)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
         try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
                                            environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,

@@ -50,7 +50,9 @@ final class PopulationTests: XCTestCase {
         }
         let transactionIds = state.subscriptions.values.flatMap { $0.transactions.flatMap { [$0.transactionId] + $0.restoredIds } }
         XCTAssertEqual(transactionIds.count, Set(transactionIds).count, "transaction ids are unique")
-        XCTAssertEqual(Set(state.users.keys).count, 300)
+        XCTAssertEqual(state.users.values.filter { !$0.appleIds.isEmpty }.count, 300, "each player is one user with Apple IDs")
+        XCTAssertTrue(journeys.contains("signs in to the app as another account"))
+        XCTAssertTrue(journeys.contains("also buys in"))
         let channels = Dictionary(grouping: deliveries, by: \.channel).mapValues(\.count)
         XCTAssertEqual(Set(channels.keys), Set(Delivery.Channel.allCases))
         XCTAssertTrue(deliveries.contains { $0.label.contains("pre-2021 shape") })

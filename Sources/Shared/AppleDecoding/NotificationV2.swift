@@ -132,7 +132,18 @@ enum V2Facts {
             offerPeriod: f.string("offerPeriod"),
             storefrontId: f.string("storefrontId"),
             appTransactionId: f.string("appTransactionId"),
-            billingPlanType: f.string("billingPlanType"))
+            billingPlanType: f.string("billingPlanType"),
+            commitmentInfo: f.object("commitmentInfo").map(commitment))
+    }
+
+    /// The numbers of `commitmentInfo`; one of the wrong JSON type is left out (the object is optional
+    /// detail for finance, not worth refusing a transaction for).
+    static func commitment(_ f: JSONFields) -> CommitmentInfo {
+        func number(_ key: String) -> Int64? { f.invalidNumber([key]) == nil ? f.int64(key) : nil }
+        return CommitmentInfo(billingPeriodNumber: number("billingPeriodNumber").flatMap { Int(exactly: $0) },
+                              totalBillingPeriods: number("totalBillingPeriods").flatMap { Int(exactly: $0) },
+                              commitmentExpiresDateMs: number("commitmentExpiresDate"),
+                              commitmentPrice: number("commitmentPrice"))
     }
 
     static func renewal(_ f: JSONFields) -> RenewalFacts? {

@@ -16,7 +16,8 @@ struct DevCommand: CLICommand {
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
 
-    static let stages = ["decode", "dedupe", "classify", "membership"]
+    /// Consumer stages, then the membership events relay (a worker role of its own, issue 17).
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let logger = Logger(component: "dev")
@@ -83,7 +84,9 @@ struct DevCommand: CLICommand {
         signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
         var admin: [String: String] = [:]
-        for stage in DevCommand.stages {
+        // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
+        let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
+        for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
             let adminPort = try FreePort.loopback()
             admin[stage] = "http://127.0.0.1:\(adminPort)"
             pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],

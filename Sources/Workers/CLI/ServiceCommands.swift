@@ -106,10 +106,10 @@ struct IngestCommand: CLICommand {
 
 struct WorkerCommand: CLICommand {
     let name = "worker"
-    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership."
-    let usage = "decode|dedupe|classify|membership [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host"]
-    static let stages = ["decode", "dedupe", "classify", "membership"]
+    let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; or the membership events relay (relay) or webhook delivery (webhooks)."
+    let usage = "decode|dedupe|classify|membership|relay|webhooks [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks"]
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks"]
 
     func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
@@ -120,6 +120,8 @@ struct WorkerCommand: CLICommand {
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let stageName = arguments.positionals[0]
+        if stageName == "relay" { return try runRelay(arguments) }
+        if stageName == "webhooks" { return try runWebhooks(arguments) }
         let logic: any StageLogic
         switch stageName {
         case "decode":

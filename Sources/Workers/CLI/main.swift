@@ -4,7 +4,7 @@ import Runtime
 // `storeledger`: one binary, one subcommand per process role. main stays thin: parse, build, run.
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
-    DeadLetterCommand(), RecoverCommand(), ProbeCommand(), CredentialsCommand(),
+    DeadLetterCommand(), RecoverCommand(), ProbeCommand(), UserCommand(), WebhooksCommand(), ReportCommand(), CredentialsCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

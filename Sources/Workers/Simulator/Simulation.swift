@@ -25,11 +25,12 @@ public final class PopulationSimulation: Sendable {
     public let driverConfig: DriverConfig
     public let cohortSize: Int
     public let maxLag: TimeInterval
-    public let environments: Set<SimEnvironment>
+    /// The environments the oracle counts; nil: those the store's catalog grants (R18).
+    public let environments: Set<SimEnvironment>?
     private let userIds = Mutex<[String]>([])
 
     public init(pki: SimulatorPKI, store: AppStore, population: PopulationConfig, driver: DriverConfig,
-                cohortSize: Int = 250, maxLag: TimeInterval = 8, environments: Set<SimEnvironment> = Set(SimEnvironment.allCases)) {
+                cohortSize: Int = 250, maxLag: TimeInterval = 8, environments: Set<SimEnvironment>? = nil) {
         self.store = store
         self.emitter = WireEmitter(pki: pki, config: store.config)
         self.population = population
@@ -65,7 +66,7 @@ public final class PopulationSimulation: Sendable {
                 let (truth, sent) = try player.play()
                 store.mutate { $0.absorb(truth) }
                 deliveries += sent
-                ids.append(player.userId)
+                ids += player.accounts
             }
             userIds.withLock { $0 += ids }
             // Within a cohort the users' years interleave in simulated time.
@@ -87,7 +88,7 @@ public final class PopulationSimulation: Sendable {
         report.users = index
         if check {
             report.mismatches = settle(users: users, timeout: settleTimeout, progress: progress)
-            report.checked = index
+            report.checked = users.count
         }
         report.settleSeconds = Date().timeIntervalSince(settleStart)
         return (report, driver)

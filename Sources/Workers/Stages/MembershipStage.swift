@@ -70,8 +70,9 @@ public struct MembershipWriter {
         }
         let original = MembershipBook(loaded + others)
         var book = original
-        var entries: [LedgerEntry] = []
-        for command in commands { entries += book.apply(command) }
+        var described: [DescribedEntry] = []
+        for command in commands { described += book.applyDescribing(command) }
+        let entries = described.map(\.entry)
 
         let changed = keys.filter { book.subscriptions[$0] != original.subscriptions[$0] }
         var affectedUsers: Set<String> = []
@@ -79,7 +80,8 @@ public struct MembershipWriter {
             if let user = book.subscriptions[key]?.userId { affectedUsers.insert(user) }
             if let user = original.subscriptions[key]?.userId { affectedUsers.insert(user) }
         }
-        try appendLedger(entries)
+        // Issue 17: the outbox rows go in with their entries (same transaction), under the users' locks.
+        try appendOutbox(described, entryIds: try appendLedger(entries))
         try saveStates(changed.compactMap { book.subscriptions[$0] })
         // After the states: the finance rows take the grant facts from them.
         try saveGrants(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } })
@@ -94,8 +96,10 @@ public struct MembershipWriter {
 
     private func json<T: Encodable>(_ value: T) throws -> [UInt8] { [UInt8](try encoder.encode(value)) }
 
-    private func appendLedger(_ entries: [LedgerEntry]) throws {
-        guard !entries.isEmpty else { return }
+    /// Returns the entries' ids, in order.
+    private func appendLedger(_ entries: [LedgerEntry]) throws -> [Int64] {
+        guard !entries.isEmpty else { return [] }
+        let ids = try reserveEntryIds(entries.count)
         var rows = JSONRows(capacity: entries.count * 600)
         var causes: [String: [UInt8]] = [:]   // one cause per command, shared by its entries
         for (index, entry) in entries.enumerated() {
@@ -103,6 +107,7 @@ public struct MembershipWriter {
             causes[entry.commandId] = cause
             rows.beginRow()
             rows.int("i", Int64(index))
+            rows.int("id", ids[index])
             rows.string("k", entry.subscriptionKey)
             rows.string("kind", entry.kind.rawValue)
             rows.string("p", entry.purchaseId)
@@ -125,15 +130,16 @@ public struct MembershipWriter {
         }
         // One insert per batch, in the order the entries were made (entry ids follow it).
         try db.execute("""
-            INSERT INTO ledger (subscription_key, kind, purchase_id, product_id, group_id, interval_start_ms, interval_end_ms,
+            INSERT INTO ledger (entry_id, subscription_key, kind, purchase_id, product_id, group_id, interval_start_ms, interval_end_ms,
                                 amount, before_intervals, after_intervals, balance_after, cut_kind, reason, command_id, cause, user_id,
                                 environment)
-            SELECT k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u, env
-            FROM jsonb_to_recordset(\(rows.json)) AS t(i bigint, k text, kind text, p text, pr text, g text, s bigint, e bigint,
+            SELECT id, k, kind, p, pr, g, s, e, a, b, af, bal, ck, r, c, ca, u, env
+            FROM jsonb_to_recordset(\(rows.json)) AS t(i bigint, id bigint, k text, kind text, p text, pr text, g text, s bigint, e bigint,
                                                     a integer, b jsonb, af jsonb, bal integer, ck text, r text, c text,
                                                     ca jsonb, u text, env text)
             ORDER BY i
             """)
+        return ids
     }
 
     /// The subscription's state and its per-group projection (what `GET /v1/subscriptions/{id}` shows).

@@ -147,5 +147,84 @@ public enum Schema {
         -- R10: a free offer period and a paid one differ in finance.
         ALTER TABLE grants ADD COLUMN offer_discount_type text;
         """),
+        Migration(version: 6, name: "membership events outbox, webhook deliveries, subscription metrics", sql: """
+        -- Transactional outbox (issue 17): one row per membership-changing ledger entry, written in the
+        -- ledger's transaction; the relay publishes it to storeledger.membership.events and marks it.
+        -- Keyed like the topic (the user, or the subscription while it has none).
+        CREATE TABLE membership_outbox (
+            event_key        text NOT NULL,
+            entry_id         bigint NOT NULL,      -- the ledger entry (ledger.entry_id)
+            subscription_key text NOT NULL,
+            event_type       text NOT NULL,
+            payload          text NOT NULL,        -- the exact bytes published (MembershipEvent JSON)
+            relay_seq        bigint,               -- the relay's publication order, assigned before sending
+            kafka_partition  integer,
+            published_at     timestamptz,
+            created_at       timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (event_key, entry_id)
+        );
+        CREATE INDEX membership_outbox_unpublished ON membership_outbox (entry_id) WHERE published_at IS NULL;
+        CREATE UNIQUE INDEX membership_outbox_seq ON membership_outbox (relay_seq) WHERE relay_seq IS NOT NULL;
+        CREATE SEQUENCE membership_relay_seq;
+
+        -- Webhooks: a cursor over the relay order per endpoint, one delivery row per event and
+        -- endpoint, and every attempt. Endpoint URLs and secrets live in configuration only.
+        CREATE TABLE webhook_cursors (
+            endpoint_id text PRIMARY KEY,
+            last_seq    bigint NOT NULL DEFAULT 0,
+            updated_at  timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE webhook_deliveries (
+            endpoint_id      text NOT NULL,
+            entry_id         bigint NOT NULL,
+            relay_seq        bigint NOT NULL,
+            event_key        text NOT NULL,
+            event_type       text NOT NULL,
+            status           text NOT NULL,       -- pending | delivered | gave_up
+            attempts         integer NOT NULL DEFAULT 0,
+            next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+            first_attempt_at timestamptz,
+            last_attempt_at  timestamptz,
+            delivered_at     timestamptz,
+            last_status      integer,
+            last_error       text,
+            PRIMARY KEY (endpoint_id, entry_id)
+        );
+        CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (endpoint_id, event_key, relay_seq) WHERE status = 'pending';
+        CREATE TABLE webhook_attempts (
+            endpoint_id  text NOT NULL,
+            entry_id     bigint NOT NULL,
+            attempt      integer NOT NULL,
+            attempted_at timestamptz NOT NULL DEFAULT now(),
+            http_status  integer,
+            error        text,
+            duration_ms  integer NOT NULL,
+            PRIMARY KEY (endpoint_id, entry_id, attempt)
+        );
+
+        -- Finance facts per purchase for reconciliation and metrics: the grant (R10 flags, what was
+        -- granted and cut) with Apple's price, currency and transactionReason from dedupe's merged facts.
+        -- A renewal is what Apple calls one; without V2 facts, a period that starts within a day of the
+        -- end of an earlier, uncut (or refunded) period of the same subscription and group.
+        CREATE VIEW finance_transactions AS
+        SELECT g.subscription_key, g.purchase_id, g.user_id, g.group_id, g.product_id, g.product_kind, g.transaction_id,
+               coalesce(g.environment, 'Production') AS environment, g.purchase_ms, g.expires_ms, g.cancellation_ms,
+               g.cut_kind, g.is_trial, g.is_intro, g.promotional_offer_id, g.offer_code_ref_name, g.offer_type,
+               g.offer_identifier, g.offer_discount_type, g.granted_start_ms, g.granted_end_ms,
+               (p.state->'facts'->>'price')::bigint AS price_milli, p.state->'facts'->>'currency' AS currency,
+               p.state->'facts'->>'transactionReason' AS transaction_reason,
+               (g.grant_facts->>'durationDays')::integer AS duration_days,
+               CASE WHEN g.product_kind IS DISTINCT FROM 'auto-renewable' THEN false
+                    WHEN p.state->'facts'->>'transactionReason' IS NOT NULL THEN p.state->'facts'->>'transactionReason' = 'RENEWAL'
+                    ELSE EXISTS (
+                        SELECT 1 FROM grants e
+                        WHERE e.subscription_key = g.subscription_key AND e.group_id = g.group_id AND e.purchase_id <> g.purchase_id
+                          AND e.product_kind = 'auto-renewable' AND e.purchase_ms < g.purchase_ms
+                          AND e.expires_ms BETWEEN g.purchase_ms - 86400000 AND g.purchase_ms + 86400000
+                          AND (e.cut_kind IS NULL OR e.cut_kind IN ('refund', 'revoke')))
+               END AS is_renewal
+        FROM grants g
+        LEFT JOIN purchases p ON p.subscription_key = g.subscription_key AND p.purchase_id = g.purchase_id;
+        """),
     ]
 }

@@ -20,6 +20,8 @@ final class Cluster: @unchecked Sendable {
     private var postgres: EmbeddedPostgres?
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
+    /// Workers that are not consumer stages: the membership events relay (issue 17).
+    static let relays = ["relay"]
 
     /// Where every process's log lines go when the test reads them (nil: the test's stderr).
     let logFile: String?
@@ -52,7 +54,8 @@ final class Cluster: @unchecked Sendable {
         return candidate
     }
 
-    func start(extraEnvironment: [String: String] = [:]) throws {
+    /// - Parameter workerExit: what the supervisor does when a worker dies (tests that SIGKILL workers restart them).
+    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
         let address = Mutex<String?>(nil)
         let ready = DispatchSemaphore(value: 0)
         try supervisor.start(try child("broker", ["broker", "--partitions", "4"], environment: ["STORELEDGER_LOG_LEVEL": "warning"])) { line in
@@ -80,10 +83,10 @@ final class Cluster: @unchecked Sendable {
         environment.merge(extraEnvironment) { $1 }
         IngestCredential.apiKey = TestCredentials.serviceKey
         try supervisor.start(try child("ingest", ["ingest", "--port", String(port)], environment: environment))
-        for stage in Cluster.stages {
+        for stage in Cluster.stages + Cluster.relays {
             let adminPort = try FreePort.loopback()
             adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
-            try supervisor.start(try child(stage, ["worker", stage, "--admin-port", String(adminPort)], environment: environment))
+            try supervisor.start(try child(stage, ["worker", stage, "--admin-port", String(adminPort)], environment: environment, onExit: workerExit))
         }
         try waitUntilReady(timeout: 60)
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
@@ -92,7 +95,7 @@ final class Cluster: @unchecked Sendable {
     /// Waits until every stage's `/readyz` answers 200 (partitions held, nothing paused, no outage).
     func waitUntilReady(timeout: TimeInterval) throws {
         try waitUntil("every stage answers /readyz with 200", timeout: timeout) {
-            Cluster.stages.allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
+            (Cluster.stages + Cluster.relays).allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
         }
     }
 

@@ -52,9 +52,7 @@ enum HTTP {
                 box.result = .failure(error)
             } else {
                 let http = response as? HTTPURLResponse
-                let headers = (http?.allHeaderFields ?? [:]).reduce(into: [String: String]()) { result, field in
-                    if let name = field.key as? String, let value = field.value as? String { result[name.lowercased()] = value }
-                }
+                let headers = (http?.allHeaderFields ?? [:]).reduce(into: [String: String]()) { $0["\($1.key)".lowercased()] = "\($1.value)" }
                 box.result = .success(Response(status: http?.statusCode ?? 0, body: data ?? Data(), headers: headers))
             }
             done.signal()

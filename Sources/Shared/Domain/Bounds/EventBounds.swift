@@ -37,6 +37,8 @@ public enum EventBounds {
     public static let enumeration: ClosedRange<Int> = 0...1_000
     /// V2 `revocationPercentage`, in thousandths of a percent.
     public static let revocationPercentage: ClosedRange<Int> = 0...100_000
+    /// V2 `commitmentInfo` period numbers: a commitment of monthly charges over at most 100 years.
+    public static let billingPeriods: ClosedRange<Int> = 0...1_200
 
     /// Catalog numbers (docs/catalog.md): a subscription lasts at most 100 years, a consumable credits
     /// at most a million units per purchase, so credits × quantity fits PostgreSQL's `integer`.
@@ -263,6 +265,12 @@ private struct Checker {
         text(t.storefrontId, "\(p).storefrontId")
         optionalId(t.appTransactionId, "\(p).appTransactionId")
         text(t.billingPlanType, "\(p).billingPlanType")
+        if let c = t.commitmentInfo {
+            number(c.billingPeriodNumber, "\(p).commitmentInfo.billingPeriodNumber", EventBounds.billingPeriods)
+            number(c.totalBillingPeriods, "\(p).commitmentInfo.totalBillingPeriods", EventBounds.billingPeriods)
+            optionalDate(c.commitmentExpiresDateMs, "\(p).commitmentInfo.commitmentExpiresDateMs")
+            number(c.commitmentPrice, "\(p).commitmentInfo.commitmentPrice", EventBounds.price)
+        }
     }
 
     mutating func renewal(_ r: RenewalFacts, _ p: String) {

@@ -180,7 +180,8 @@ struct Classification {
                             promotionalOfferId: t.promotionalOfferId ?? (t.offerType == 2 ? t.offerIdentifier : nil),
                             offerCodeRefName: t.offerCodeRefName ?? (t.offerType == 3 ? t.offerIdentifier : nil),
                             offerType: t.offerType, offerIdentifier: t.offerIdentifier,
-                            offerDiscountType: t.offerDiscountType, offerPeriod: t.offerPeriod)
+                            offerDiscountType: t.offerDiscountType, offerPeriod: t.offerPeriod,
+                            billingPlanType: t.billingPlanType, commitment: t.commitmentInfo)
     }
 
     // MARK: renewal state, grace period

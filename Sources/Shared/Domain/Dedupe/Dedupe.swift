@@ -222,6 +222,7 @@ func merge(_ old: TransactionFacts, with new: TransactionFacts) -> TransactionFa
     merged.offerPeriod = new.offerPeriod ?? old.offerPeriod
     merged.appTransactionId = new.appTransactionId ?? old.appTransactionId
     merged.billingPlanType = new.billingPlanType ?? old.billingPlanType
+    merged.commitmentInfo = new.commitmentInfo ?? old.commitmentInfo
     merged.bundleId = old.bundleId ?? new.bundleId
     return merged
 }
@@ -256,4 +257,5 @@ func materiallyDiffers(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
         || a.revocationType != b.revocationType || a.appAccountToken != b.appAccountToken
         || a.productType != b.productType || a.quantity != b.quantity || a.revocationPercentage != b.revocationPercentage
         || a.offerDiscountType != b.offerDiscountType || a.offerPeriod != b.offerPeriod
+        || a.billingPlanType != b.billingPlanType || a.commitmentInfo != b.commitmentInfo
 }

@@ -175,6 +175,8 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
     /// billed, e.g. monthly payments for a yearly commitment), raw: kept for support and finance (R19).
     public var appTransactionId: String?
     public var billingPlanType: String?
+    /// V2 `commitmentInfo`: which billing period of a commitment this charge is (R10, R19).
+    public var commitmentInfo: CommitmentInfo?
 
     public init(transactionId: String, originalTransactionId: String, webOrderLineItemId: String? = nil,
                 productId: String, bundleId: String? = nil, purchaseDateMs: Int64,
@@ -187,7 +189,7 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
                 appAccountToken: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
                 price: Int64? = nil, currency: String? = nil, revocationType: String? = nil,
                 revocationPercentage: Int? = nil, offerPeriod: String? = nil, storefrontId: String? = nil,
-                appTransactionId: String? = nil, billingPlanType: String? = nil) {
+                appTransactionId: String? = nil, billingPlanType: String? = nil, commitmentInfo: CommitmentInfo? = nil) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.webOrderLineItemId = webOrderLineItemId
@@ -221,6 +223,7 @@ public struct TransactionFacts: Codable, Sendable, Equatable {
         self.storefrontId = storefrontId
         self.appTransactionId = appTransactionId
         self.billingPlanType = billingPlanType
+        self.commitmentInfo = commitmentInfo
     }
 }
 

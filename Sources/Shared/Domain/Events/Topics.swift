@@ -8,9 +8,12 @@ public enum Topic {
     public static let deadLetter = "storeledger.deadletter"
     public static let signRequests = "storeledger.offers.sign.requests"
     public static let signReplies = "storeledger.offers.sign.replies"
+    /// Membership events for the company's other services (issue 17): key = user, one per
+    /// membership-changing ledger entry, published from the outbox by the relay.
+    public static let membershipEvents = "storeledger.membership.events"
 
     public static let all = [notificationsRaw, receiptsRaw, decoded, unique, commands, deadLetter,
-                             signRequests, signReplies]
+                             signRequests, signReplies, membershipEvents]
 }
 
 /// Kafka header names the pipeline writes. Raw records keep the caller's HTTP headers as `http.<name>`.
@@ -20,6 +23,8 @@ public enum RecordHeader {
     public static let contentType = "storeledger.content-type"
     public static let httpPrefix = "http."
     public static let schema = "storeledger.schema"                // payload schema of typed records
+    public static let eventType = "storeledger.event-type"         // MembershipEventType raw value
+    public static let relaySequence = "storeledger.relay-seq"      // the relay's publication order, decimal text
     /// Set by ingest on a V1 notification whose shared secret it verified and then removed from
     /// the body (a secret is never stored): decode accepts such a body without `password`.
     public static let v1SecretVerified = "storeledger.v1-secret-verified"

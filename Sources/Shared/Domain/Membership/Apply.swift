@@ -53,6 +53,24 @@ public func apply(_ command: MembershipCommand, to state: inout SubscriptionStat
 /// boundary (Apple's renewal instant vs our purchase second), not a switch.
 let supersedeTolerance: Int64 = 5_000
 
+/// Apple attempts a renewal charge up to 24 hours before the period ends; the renewal's purchase date
+/// is the charge, its service follows the period it renews.
+/// https://developer.apple.com/help/app-store-connect/manage-subscriptions/offer-auto-renewable-subscriptions
+let earlyRenewalWindow: Int64 = 86_400_000
+
+/// Whether `successor`, starting before `grant` ends, is the renewal Apple charged early rather than a
+/// switch that replaced `grant`: the same product (a switch always changes it), or, within the early
+/// charge window, a change R5 applies at the renewal (a downgrade, another duration of the same level).
+func isEarlyRenewal(_ successor: PurchaseGrant, of grant: PurchaseGrant, periodEndMs end: Int64) -> Bool {
+    if successor.productId == grant.productId { return true }
+    guard successor.startMs >= end.saturatingSubtracting(earlyRenewalWindow) else { return false }
+    switch switchKind(from: grant, to: successor) {
+    case .downgrade: return true
+    case .crossgrade: return successor.durationDays != nil && successor.durationDays != grant.durationDays
+    default: return false
+    }
+}
+
 extension MembershipBook {
     /// Applies one command and returns the ledger entries it causes. Every purchase is reconciled to
     /// what Apple's facts say it should grant, never added blindly: replaying the same command (or an
@@ -375,7 +393,9 @@ struct Target {
     /// `[start, end)`, cut at Apple's cancellation, and for auto-renewables cut where a later period
     /// of the same group in the same subscription starts: within one subscription Apple's periods
     /// follow each other, so an overlap means the later purchase replaced this one (an upgrade or
-    /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction).
+    /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction) unless it is
+    /// the renewal charged early, which leaves the period it renews whole (a refund of that renewal
+    /// before the period ends cuts only the renewal, R3).
     init(of id: String, in state: SubscriptionState) {
         if let grace = state.graces[id] {
             self = Target(grace: grace, in: state)
@@ -396,6 +416,7 @@ struct Target {
             let successor = state.grants.values.filter {
                 $0.productKind == .autoRenewable && $0.group == grant.group && $0.purchaseId != id
                     && $0.startMs > grant.startMs && $0.startMs < end.saturatingSubtracting(supersedeTolerance)
+                    && !isEarlyRenewal($0, of: grant, periodEndMs: end)
             }.min { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
             if let successor {
                 interval.endMs = successor.startMs

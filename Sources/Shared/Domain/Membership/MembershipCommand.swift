@@ -138,10 +138,15 @@ public struct FinanceFlags: Codable, Sendable, Equatable {
     /// (ISO 8601 duration): whether an offer period was free or paid, and for how long (R10).
     public var offerDiscountType: String?
     public var offerPeriod: String?
+    /// V2 `billingPlanType` and `commitmentInfo`: a charge that is one period of a longer commitment
+    /// (kept in the finance row's `grant_facts`).
+    public var billingPlanType: String?
+    public var commitment: CommitmentInfo?
 
     public init(isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
                 offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
-                offerDiscountType: String? = nil, offerPeriod: String? = nil) {
+                offerDiscountType: String? = nil, offerPeriod: String? = nil, billingPlanType: String? = nil,
+                commitment: CommitmentInfo? = nil) {
         self.isTrial = isTrial
         self.isIntro = isIntro
         self.promotionalOfferId = promotionalOfferId
@@ -150,6 +155,8 @@ public struct FinanceFlags: Codable, Sendable, Equatable {
         self.offerIdentifier = offerIdentifier
         self.offerDiscountType = offerDiscountType
         self.offerPeriod = offerPeriod
+        self.billingPlanType = billingPlanType
+        self.commitment = commitment
     }
 }
 

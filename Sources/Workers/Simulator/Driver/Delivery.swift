@@ -19,6 +19,9 @@ public struct Delivery: Sendable {
     public var environment: SimEnvironment
     /// A deliberately malformed upload (the app forgot a required field): ingest must answer 400.
     public var expectsRejection: Bool = false
+    /// Sent once and in submission order: no injected copy, hold-back or lost acknowledgement. For
+    /// uploads whose arrival order decides who owns a subscription (R17: the latest claim).
+    public var keepsOrder: Bool = false
 
     public var path: String { channel == .receiptUpload ? Delivery.receiptPath : Delivery.notificationPath }
 

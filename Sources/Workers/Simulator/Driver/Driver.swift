@@ -122,13 +122,13 @@ public final class Driver: Sendable {
             let now = Self.nowNs()
             state.withLock { s in
                 var due = now
-                if s.rng.chance(config.reorderShare) {
+                if !delivery.keepsOrder, s.rng.chance(config.reorderShare) {
                     due += UInt64(Double.random(in: 0...config.reorderMaxSimHours, using: &s.rng) * config.msPerSimHour * 1e6)
                     stats.withLock { $0.reordered += 1 }
                 }
                 s.sequence += 1
                 s.heap.push(Item(delivery: delivery, attempt: 0, dueNs: due, sequence: s.sequence))
-                if s.rng.chance(config.duplicateShare) {
+                if !delivery.keepsOrder, s.rng.chance(config.duplicateShare) {
                     s.sequence += 1
                     var copy = Item(delivery: delivery, attempt: 0, dueNs: due + UInt64(Double.random(in: 0...2, using: &s.rng) * 1e6), sequence: s.sequence)
                     copy.isInjectedCopy = true
@@ -216,7 +216,7 @@ public final class Driver: Sendable {
             if ok { s.accepted += 1 } else if let status { s.unexpectedStatus[status, default: 0] += 1 }
         }
         if !delivery.expectsRejection {
-            let lostAck = ok && state.withLock { $0.rng.chance(config.lostAckShare) }
+            let lostAck = ok && !delivery.keepsOrder && state.withLock { $0.rng.chance(config.lostAckShare) }
             if lostAck {
                 stats.withLock { $0.lostAcks += 1 }
                 note += " (ack lost)"

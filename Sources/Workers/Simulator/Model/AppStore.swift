@@ -166,7 +166,7 @@ public struct StoreState: Sendable {
             webOrderLineItemId: product.kind == .autoRenewable ? newWebOrderLineItemId() : nil,
             productId: productId, kind: product.kind, group: group, purchaseMs: atMs, originalPurchaseMs: originalPurchase,
             expiresMs: nil, durationMs: nil, cancellationMs: nil, cancellationReason: nil, isUpgraded: false, offer: offer,
-            isRenewal: false, appAccountToken: user.appAccountToken, storefront: appleId.storefront,
+            isRenewal: false, appAccountToken: appleId.appAccount.map(Self.accountToken) ?? user.appAccountToken, storefront: appleId.storefront,
             environment: appleId.environment, restoredIds: [], finished: false, credits: product.credits ?? 1)
         switch product.kind {
         case .autoRenewable:
@@ -270,6 +270,9 @@ public struct StoreState: Sendable {
         var subscription = try subscription(otid)
         guard let index = subscription.transactions.firstIndex(where: { $0.transactionId == transactionId }) else {
             throw SimulatorError("subscription \(otid) has no transaction \(transactionId)")
+        }
+        if let refunded = subscription.transactions[index].cancellationMs {
+            subscription.transactions[index].reversal = SimReversal(refundMs: refunded, reversedMs: atMs)
         }
         subscription.transactions[index].cancellationMs = nil
         subscription.transactions[index].cancellationReason = nil
@@ -389,6 +392,38 @@ public struct StoreState: Sendable {
         }
         log(userId, atMs, "restore on a new device (\(user.appleIds[index].id) device \(user.appleIds[index].devices)): \(mapping.count) transactions get new ids")
         return mapping
+    }
+
+    /// The user signs in to the app with another account on this Apple ID's device (R6): from now
+    /// on that account uploads the receipts and is the token of new purchases.
+    public mutating func signIn(account: String, user userId: String, appleId index: Int, atMs: Int64) throws {
+        addUser(account)
+        var user = try user(userId)
+        user.appleIds[index].appAccount = account
+        users[userId] = user
+        log(userId, atMs, "signs in to the app as another account \(account) with \(user.appleIds[index].id)")
+        log(account, atMs, "account of user \(userId), signed in with \(user.appleIds[index].id)")
+    }
+
+    /// The subscriptions a receipt of this Apple ID made at `atMs` shows, each with the transactions it
+    /// lists: purchases made by then, consumables the app has not finished.
+    public func receiptContents(user userId: String, appleId index: Int, atMs: Int64) -> [(SimSubscription, [SimTransaction])] {
+        subscriptions(ofUser: userId, appleId: index).compactMap { subscription in
+            let shown = subscription.transactions.filter { !($0.kind == .consumable && $0.finished) && $0.purchaseMs <= atMs }
+            return shown.isEmpty ? nil : (subscription, shown)
+        }
+    }
+
+    /// Records that `account` uploaded, at `claimMs`, this Apple ID's receipt made at `receiptMs`: a
+    /// claim on every subscription it shows.
+    public mutating func recordUpload(account: String, user userId: String, appleId index: Int, receiptMs: Int64, claimMs: Int64) {
+        for (subscription, _) in receiptContents(user: userId, appleId: index, atMs: receiptMs) {
+            let otid = subscription.originalTransactionId
+            subscriptions[otid]?.uploadClaims.append(SimClaim(account: account, atMs: claimMs))
+            if account != userId, users[account]?.claimedSubscriptionIds.contains(otid) == false {
+                users[account]?.claimedSubscriptionIds.append(otid)
+            }
+        }
     }
 
     public mutating func finishConsumables(user userId: String) {

@@ -64,14 +64,20 @@ public struct UserExpectation: Sendable, Equatable {
 /// - Apple keeps serving through a billing grace period, until a refund or revocation of one of
 ///   the subscription's purchases during it (a switch's cancellation is no refund);
 /// - a consumable credits its units once, a refunded one none (R13);
-/// - the user holds the union over every Apple ID and original_transaction_id they own (R6).
+/// - a subscription belongs to the app account that claimed it last: a receipt upload claims when it
+///   is made, a new app account token from the first purchase carrying it; restored on another
+///   account, all of it moves there (R6, R17);
+/// - the user holds the union over every Apple ID and original_transaction_id they own (R6);
+/// - purchases outside Production count only when the catalog grants them (R18).
 public enum Oracle {
     public static func expectation(for user: SimUser, in state: StoreState,
-                                   environments: Set<SimEnvironment> = Set(SimEnvironment.allCases)) -> UserExpectation {
+                                   environments: Set<SimEnvironment>? = nil) -> UserExpectation {
+        let environments = environments ?? granting(state.config.catalog)
         var spans: [String: [Span]] = [:]
         var balances: [String: Int] = [:]
-        for otid in user.subscriptionIds {
-            guard let subscription = state.subscriptions[otid], environments.contains(subscription.environment) else { continue }
+        for otid in user.subscriptionIds + user.claimedSubscriptionIds.filter({ !user.subscriptionIds.contains($0) }) {
+            guard let subscription = state.subscriptions[otid], owner(of: subscription, in: state) == user.userId,
+                  environments.contains(subscription.environment) else { continue }
             for t in subscription.transactions {
                 if t.kind == .consumable {
                     balances[t.group, default: 0] += t.cancellationMs == nil ? t.credits : 0
@@ -96,5 +102,25 @@ public enum Oracle {
             groups[group, default: GroupExpectation(group: group, spans: [], balance: nil)].balance = balance
         }
         return UserExpectation(userId: user.userId, groups: groups)
+    }
+
+    /// Who holds a subscription: the latest claim on it. A receipt upload claims when it is made; an
+    /// app account token claims from the first purchase that carries it (a renewal repeating it does not).
+    public static func owner(of subscription: SimSubscription, in state: StoreState) -> String {
+        var claims = subscription.uploadClaims
+        var firstUse: [String: Int64] = [:]
+        for t in subscription.transactions { firstUse[t.appAccountToken] = min(firstUse[t.appAccountToken] ?? .max, t.purchaseMs) }
+        for (token, atMs) in firstUse {
+            // The app's token is the account id itself when that is a UUID (the catalog's user-id policy).
+            let account = state.users[token] != nil ? token
+                : state.users.values.first { $0.appAccountToken == token }?.userId ?? subscription.userId
+            claims.append(SimClaim(account: account, atMs: atMs))
+        }
+        return claims.max { ($0.atMs, $0.account) < ($1.atMs, $1.account) }?.account ?? subscription.userId
+    }
+
+    /// The environments whose purchases grant under the catalog's `nonProductionPurchases`.
+    public static func granting(_ catalog: Catalog) -> Set<SimEnvironment> {
+        catalog.nonProductionPurchases == .grant ? Set(SimEnvironment.allCases) : [.production]
     }
 }

@@ -35,6 +35,12 @@ public struct PopulationConfig: Sendable {
     public var v1EverySubscription = 0.5
     /// Include consumables (their balances are checked when the API shows them).
     public var consumables = true
+    /// Users who restore their Apple ID's purchases on another app account (R6: the catalog's
+    /// transfer policy `move` gives that account all of them; later renewals carry the first
+    /// account's token and claim nothing, R17).
+    public var restoreOnOtherAccount = 0.04
+    /// Users who buy in Production and in the Sandbox (a tester's Apple ID) side by side (R18).
+    public var bothEnvironments = 0.04
 
     public init() {}
 }
@@ -51,20 +57,53 @@ public struct JourneyPlayer {
     var rng: SimRandom
     var state: StoreState
     let userId: String
+    let userIndex: Int
+    /// The app accounts this user plays: their own, then any they restored on.
+    public private(set) var accounts: [String]
+    /// Decided per user: one of their later actions is a restore on another account.
+    private var plansOtherAccount = false
     var deliveries: [Delivery] = []
     private var queue: [(ms: Int64, order: Int, event: Event)] = []
     private var order = 0
+    /// The simulated instant being played: deliveries dated later wait in the queue until then.
+    private var now: Int64 = 0
     let endMs: Int64
 
     enum Event {
-        case periodEnd(String)
+        /// Apple's renewal attempt for the period ending at `expiresMs`, played when Apple charges
+        /// (up to an hour before the end); `chargeFails` decided when the period began.
+        case periodEnd(String, expiresMs: Int64, chargeFails: Bool)
         case action(String)
         case billingOutcome(String)
         case resubscribe(group: String, appleId: Int)
         case oneTime
         case secondAppleId(group: String)
+        /// The user also buys with an Apple ID of the other environment (R18).
+        case otherEnvironment(group: String)
         /// Apple reverses the refund; `retry` is the REFUND delivery Apple sends again afterwards.
         case reverseRefund(otid: String, transactionId: String, retry: Delivery?)
+        /// Apple support refunds a one-time purchase.
+        case refundOneTime(otid: String, transactionId: String)
+        /// A delivery dated later than the moment it was decided: built when the world reaches its date.
+        case send(Outgoing)
+    }
+
+    /// What goes on the wire, decided ahead (its random choices made) but built at its own date, so a
+    /// receipt or V1 body shows every purchase, refund and reversal up to then, as Apple's and the
+    /// app's would (R14 reads a later receipt that misses a refund as a reversal).
+    enum Outgoing {
+        case v1(otid: String, type: String, options: WireEmitter.V1Options)
+        case v2(otid: String, type: String, subtype: String?, transaction: SimTransaction?, deliverAtMs: Int64)
+        case upload(Upload)
+    }
+
+    struct Upload {
+        var appleId: Int
+        var focus: SimTransaction?
+        var options: WireEmitter.UploadOptions
+        /// The app posts the same request again this long after (ms), if at all.
+        var againAfterMs: Int64?
+        var alsoMalformed: Bool
     }
 
     public init(config: PopulationConfig, emitter: WireEmitter, userIndex: Int) {
@@ -73,6 +112,8 @@ public struct JourneyPlayer {
         self.state = StoreState(config: emitter.config, block: userIndex)
         self.rng = SimRandom.forUser(seed: config.seed, index: userIndex)
         self.userId = StoreState.userUUID(seed: config.seed &+ UInt64(emitter.config.runId) << 20, index: userIndex)
+        self.userIndex = userIndex
+        self.accounts = [userId]
         self.endMs = config.startMs + Int64(config.days) * 86_400_000
     }
 
@@ -83,6 +124,7 @@ public struct JourneyPlayer {
         let environment: SimEnvironment = rng.chance(config.sandboxShare) ? .sandbox : .production
         try state.addAppleID(user: userId, storefront: "USA", environment: environment)
         let first = config.startMs + rng.ms(0...(30 * 86_400_000)) + rng.ms(0...999)
+        now = first
         let persona = rng.weighted([("vip", 55), ("music", 12), ("both", 13), ("one-time", 12), ("coins", config.consumables ? 8 : 0)]) ?? "vip"
         switch persona {
         case "vip": try subscribe(group: "vip", appleId: 0, at: first)
@@ -95,9 +137,21 @@ public struct JourneyPlayer {
             schedule(first, .oneTime)
         }
         if persona != "coins", config.consumables, rng.chance(0.15) { schedule(first + rng.exponential(meanMs: 90 * 86_400_000), .oneTime) }
+        plansOtherAccount = rng.chance(config.restoreOnOtherAccount)
+        if rng.chance(config.bothEnvironments) {
+            schedule(first + rng.ms(86_400_000...(120 * 86_400_000)), .otherEnvironment(group: rng.chance(0.7) ? "vip" : "music"))
+        }
         while let next = pop() {
-            guard next.ms < endMs else { continue }
+            // The year ends for new facts; what was already decided is still delivered.
+            if case .send = next.event {} else { guard next.ms < endMs else { continue } }
+            now = max(now, next.ms)
             try handle(next.event, at: next.ms)
+        }
+        if accounts.count > 1 {
+            // Which account owns a restored subscription depends on the order its uploads arrive in
+            // (R17: the latest claim). This user's uploads are sent once each and in order, so the
+            // arrival order is the simulated one the oracle reads.
+            for i in deliveries.indices where deliveries[i].channel == .receiptUpload { deliveries[i].keepsOrder = true }
         }
         deliveries.sort { $0.simMs < $1.simMs }
         return (state, deliveries)
@@ -122,24 +176,54 @@ public struct JourneyPlayer {
 
     // MARK: wire
 
+    /// Builds `outgoing` now when it is dated now (V2 payloads are signed at the fact), else when the
+    /// simulation reaches its date (V1 bodies and receipts are made when they are sent).
+    private mutating func send(_ outgoing: Outgoing, at ms: Int64) throws {
+        guard ms <= now else { return schedule(ms, .send(outgoing)) }
+        switch outgoing {
+        case .v1(let otid, let type, let options):
+            deliveries.append(try emitter.v1(state, otid: otid, type: type, atMs: ms, options: options))
+        case .v2(let otid, let type, let subtype, let transaction, let deliverAtMs):
+            var delivery = try emitter.v2(state, otid: otid, type: type, subtype: subtype, transaction: transaction, atMs: ms)
+            delivery.simMs = deliverAtMs
+            deliveries.append(delivery)
+        case .upload(let upload):
+            let delivery = try emitter.receiptUpload(state, user: userId, appleId: upload.appleId, atMs: ms, focus: upload.focus,
+                                                     options: upload.options)
+            deliveries.append(delivery)
+            let account = state.users[userId]?.appleIds[upload.appleId].appAccount ?? userId
+            state.recordUpload(account: account, user: userId, appleId: upload.appleId, receiptMs: ms, claimMs: ms)
+            if let after = upload.againAfterMs {
+                var again = delivery
+                again.simMs += after
+                again.label += " (uploaded again)"
+                deliveries.append(again)
+                state.recordUpload(account: account, user: userId, appleId: upload.appleId, receiptMs: ms, claimMs: again.simMs)
+            }
+            if upload.alsoMalformed {
+                deliveries.append(try emitter.receiptUpload(state, user: userId, appleId: upload.appleId, atMs: ms, focus: upload.focus,
+                                                            options: .init(omitReceiptData: true)))
+            }
+            // The app finishes consumables once it has told the server, so later receipts leave them out.
+            state.finishConsumables(user: userId)
+        }
+    }
+
     /// Apple's notifications about `otid`, a few seconds after the fact.
-    /// `inOrder`: the notification is generated at its simulated time, so the Apple ID's other
-    /// subscriptions are shown as they are then (false for one dated in the future).
     private mutating func notify(_ otid: String, v1 v1Type: String?, v2 v2Type: String?, subtype: String? = nil,
                                  at ms: Int64, focus: SimTransaction? = nil, v2Transaction: SimTransaction? = nil,
-                                 expirationIntent: String? = nil, inOrder: Bool = true) throws {
+                                 expirationIntent: String? = nil) throws {
         if config.v1, let v1Type {
             var options = WireEmitter.V1Options(focus: focus, legacyShape: rng.chance(config.legacyV1Share), expirationIntent: expirationIntent,
-                                                everySubscription: inOrder && rng.chance(config.v1EverySubscription))
+                                                everySubscription: rng.chance(config.v1EverySubscription))
             if v1Type == "CANCEL", focus?.cancellationMs != nil, !(focus?.isUpgraded ?? false) {
                 options.cancellationOnlyAtTopLevel = rng.chance(config.cancelOnlyAtTopLevel)
             }
-            deliveries.append(try emitter.v1(state, otid: otid, type: v1Type, atMs: ms + rng.ms(1000...60_000), options: options))
+            try send(.v1(otid: otid, type: v1Type, options: options), at: ms + rng.ms(1000...60_000))
         }
         if config.v2, let v2Type {
-            var delivery = try emitter.v2(state, otid: otid, type: v2Type, subtype: subtype, transaction: v2Transaction ?? focus, atMs: ms)
-            delivery.simMs = ms + rng.ms(1000...60_000)
-            deliveries.append(delivery)
+            let deliverAt = ms + rng.ms(1000...60_000)
+            try send(.v2(otid: otid, type: v2Type, subtype: subtype, transaction: v2Transaction ?? focus, deliverAtMs: deliverAt), at: ms)
         }
     }
 
@@ -148,19 +232,10 @@ public struct JourneyPlayer {
         let at = ms + rng.ms(1000...30_000)
         let options = WireEmitter.UploadOptions(restoredIds: restored, omitOptionalFields: rng.chance(config.uploadWithoutOptionalFields),
                                                 upperCaseUserId: rng.chance(config.upperCaseUpload))
-        let delivery = try emitter.receiptUpload(state, user: userId, appleId: appleId, atMs: at, focus: focus, options: options)
-        deliveries.append(delivery)
-        if rng.chance(config.uploadTwice) {
-            var again = delivery
-            again.simMs += rng.ms(1000...600_000)
-            again.label += " (uploaded again)"
-            deliveries.append(again)
-        }
-        if rng.chance(config.malformedUpload) {
-            deliveries.append(try emitter.receiptUpload(state, user: userId, appleId: appleId, atMs: at, focus: focus,
-                                                        options: .init(omitReceiptData: true)))
-        }
-        state.finishConsumables(user: userId)
+        let again = rng.chance(config.uploadTwice) ? rng.ms(1000...600_000) : nil
+        let upload = Upload(appleId: appleId, focus: focus, options: options, againAfterMs: again,
+                            alsoMalformed: rng.chance(config.malformedUpload))
+        try send(.upload(upload), at: at)
     }
 
     // MARK: journeys
@@ -190,13 +265,13 @@ public struct JourneyPlayer {
             try notify(t.originalTransactionId, v1: "INTERACTIVE_RENEWAL", v2: "SUBSCRIBED", subtype: "RESUBSCRIBE", at: ms, focus: t)
         }
         try upload(appleId: appleId, at: ms, focus: t)
-        schedule(t.expiresMs!, .periodEnd(t.originalTransactionId))
+        schedulePeriodEnd(t)
         nextAction(t.originalTransactionId, after: ms)
     }
 
     private mutating func handle(_ event: Event, at ms: Int64) throws {
         switch event {
-        case .periodEnd(let otid): try periodEnd(otid, at: ms)
+        case .periodEnd(let otid, let expiresMs, let chargeFails): try periodEnd(otid, expiresMs: expiresMs, chargeFails: chargeFails, at: ms)
         case .action(let otid): try action(otid, at: ms)
         case .billingOutcome(let otid): try billingOutcome(otid, at: ms)
         case .resubscribe(let group, let appleId):
@@ -208,11 +283,21 @@ public struct JourneyPlayer {
                 try subscribe(group: group, appleId: appleId, at: ms)
             }
         case .oneTime: try oneTime(at: ms)
+        case .otherEnvironment(let group):
+            let environment: SimEnvironment = state.users[userId]!.appleIds[0].environment == .production ? .sandbox : .production
+            let index = try state.addAppleID(user: userId, storefront: "USA", environment: environment)
+            state.log(userId, ms, "also buys in \(environment.rawValue) with Apple ID \(state.users[userId]!.appleIds[index].id)")
+            try subscribe(group: group, appleId: index, at: ms)
         case .secondAppleId(let group):
             let environment = state.users[userId]!.appleIds[0].environment
             let index = try state.addAppleID(user: userId, storefront: "USA", environment: environment)
             state.log(userId, ms, "signs in with a second Apple ID \(state.users[userId]!.appleIds[index].id)")
             try subscribe(group: group, appleId: index, at: ms)
+        case .refundOneTime(let otid, let transactionId):
+            let refunded = try state.refund(otid, transactionId: transactionId, atMs: ms, reason: "0")
+            try notify(otid, v1: "REFUND", v2: "REFUND", at: ms, focus: refunded)
+        case .send(let outgoing):
+            try send(outgoing, at: ms)
         case .reverseRefund(let otid, let transactionId, let retry):
             let reinstated = try state.reverseRefund(otid, transactionId: transactionId, atMs: ms)
             try notify(otid, v1: nil, v2: "REFUND_REVERSED", at: ms, focus: reinstated)
@@ -224,10 +309,23 @@ public struct JourneyPlayer {
         }
     }
 
-    private mutating func periodEnd(_ otid: String, at ms: Int64) throws {
+    /// Apple charges up to an hour before the period ends (the renewal's purchase date). The attempt is
+    /// played at the charge, so whatever happens meanwhile already sees the renewal.
+    private mutating func schedulePeriodEnd(_ t: SimTransaction) {
+        guard let end = t.expiresMs else { return }
+        let fails = rng.chance(config.billingFailure)
+        let lead = !fails && rng.chance(0.3) ? rng.ms(0...3_600_000) : 0
+        schedule(end - lead, .periodEnd(t.originalTransactionId, expiresMs: end, chargeFails: fails))
+    }
+
+    private mutating func periodEnd(_ otid: String, expiresMs end: Int64, chargeFails: Bool, at ms: Int64) throws {
         let subscription = try state.subscription(otid)
-        guard subscription.latest?.expiresMs == ms, subscription.movedTo == nil, subscription.billing == .paid else { return }
+        guard subscription.latest?.expiresMs == end, subscription.movedTo == nil, subscription.billing == .paid else { return }
         if let latest = subscription.latest, latest.cancellationMs != nil, !latest.isUpgraded { return }  // refunded: over
+        if ms < end, !subscription.autoRenew {
+            // Nothing to charge: the period runs out at its end.
+            return schedule(end, .periodEnd(otid, expiresMs: end, chargeFails: false))
+        }
         guard subscription.autoRenew else {
             try state.expire(otid, atMs: ms, intent: "1")
             try notify(otid, v1: nil, v2: "EXPIRED", subtype: "VOLUNTARY", at: ms)
@@ -241,7 +339,7 @@ public struct JourneyPlayer {
             }
             return
         }
-        if rng.chance(config.billingFailure) {
+        if chargeFails {
             let grace = rng.chance(0.5) ? Int64(config.graceDays) * 86_400_000 : nil
             try state.failRenewal(otid, atMs: ms, graceMs: grace)
             try notify(otid, v1: "DID_FAIL_TO_RENEW", v2: "DID_FAIL_TO_RENEW", subtype: grace == nil ? nil : "GRACE_PERIOD", at: ms,
@@ -249,12 +347,11 @@ public struct JourneyPlayer {
             schedule(ms + rng.ms(3_600_000...(12 * 86_400_000)), .billingOutcome(otid))
             return
         }
-        // Apple charges up to an hour before the period ends (the renewal's purchase date).
-        let charge = rng.chance(0.3) ? ms - rng.ms(0...3_600_000) : ms
+        let charge = ms
         let t = try state.renew(otid, chargeMs: charge)
         try notify(otid, v1: "DID_RENEW", v2: "DID_RENEW", at: charge, focus: t)
         if rng.chance(config.uploadAfterRenewal) { try upload(appleId: subscription.appleIdIndex, at: charge + rng.ms(0...3_600_000), focus: t) }
-        schedule(t.expiresMs!, .periodEnd(otid))
+        schedulePeriodEnd(t)
     }
 
     private mutating func billingOutcome(_ otid: String, at ms: Int64) throws {
@@ -264,7 +361,7 @@ public struct JourneyPlayer {
             let t = try state.recover(otid, atMs: ms)
             try notify(otid, v1: "DID_RECOVER", v2: "DID_RENEW", subtype: "BILLING_RECOVERY", at: ms, focus: t)
             if rng.chance(0.5) { try upload(appleId: subscription.appleIdIndex, at: ms, focus: t) }
-            schedule(t.expiresMs!, .periodEnd(otid))
+            schedulePeriodEnd(t)
             nextAction(otid, after: ms)
         } else {
             try state.expire(otid, atMs: ms, intent: "2")
@@ -282,7 +379,11 @@ public struct JourneyPlayer {
         let peer = ["vip.a.1m": "vip.b.1m", "vip.a.1m.intro": "vip.b.1m", "vip.b.1m": "vip.a.1m"][latest.productId]
         let otherDuration = ["vip.a.1m": "vip.a.3m", "vip.a.3m": "vip.a.1m", "music.1w": "music.1y", "music.1y": "music.1w"][latest.productId]
         let past = subscription.transactions.dropLast().last { $0.cancellationMs == nil && ($0.paidEndMs ?? .max) < ms }
-        enum Kind { case autoRenewOff, autoRenewOn, crossgrade, otherDuration, upgrade, downgrade, cancelAndSwitch, refundNow, refundPast, restore, storefront }
+        enum Kind {
+            case autoRenewOff, autoRenewOn, crossgrade, otherDuration, upgrade, downgrade, cancelAndSwitch, refundNow, refundPast, restore, storefront
+            case restoreOnOtherAccount
+        }
+        let otherAccount = plansOtherAccount && accounts.count == 1
         let options: [(Kind, Int)] = [
             (.autoRenewOff, subscription.autoRenew ? 22 : 0),
             (.autoRenewOn, subscription.autoRenew ? 0 : 15),
@@ -295,6 +396,7 @@ public struct JourneyPlayer {
             (.refundPast, past != nil ? 4 : 0),
             (.restore, 10),
             (.storefront, subscription.autoRenew ? 3 : 0),
+            (.restoreOnOtherAccount, otherAccount ? 30 : 0),
         ]
         guard let kind = rng.weighted(options) else { return }
         let appleId = subscription.appleIdIndex
@@ -316,7 +418,7 @@ public struct JourneyPlayer {
             try notify(otid, v1: "INTERACTIVE_RENEWAL", v2: "DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", at: ms, focus: new)
             if !keep { try notify(otid, v1: nil, v2: "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", at: ms, v2Transaction: new) }
             try upload(appleId: appleId, at: ms, focus: new)
-            schedule(new.expiresMs!, .periodEnd(otid))
+            schedulePeriodEnd(new)
         case .refundNow:
             let refunded = try state.refund(otid, transactionId: latest.transactionId, atMs: ms, reason: rng.chance(0.3) ? "1" : "0")
             try notify(otid, v1: "CANCEL", v2: "REFUND", at: ms, focus: refunded)
@@ -340,13 +442,20 @@ public struct JourneyPlayer {
         case .restore:
             try state.restore(user: userId, appleId: appleId, atMs: ms)
             try upload(appleId: appleId, at: ms, focus: nil, restored: true)
+        case .restoreOnOtherAccount:
+            // A second account of the same person (or a family member's): a fresh UUID outside every user's range.
+            let account = StoreState.userUUID(seed: (config.seed &+ UInt64(state.config.runId) << 20) | 1 << 47, index: userIndex)
+            accounts.append(account)
+            try state.signIn(account: account, user: userId, appleId: appleId, atMs: ms)
+            try state.restore(user: userId, appleId: appleId, atMs: ms)
+            try upload(appleId: appleId, at: ms, focus: nil, restored: true)
         case .storefront:
             let next = try state.moveStorefront(otid, to: latest.storefront == "USA" ? "CAN" : "USA", atMs: ms)
-            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next,
-                       inOrder: false)
+            // Dated at the new period's start: built then, showing the Apple ID as it is by then.
+            try notify(next.originalTransactionId, v1: "INITIAL_BUY", v2: "SUBSCRIBED", subtype: "INITIAL_BUY", at: next.purchaseMs, focus: next)
             try upload(appleId: appleId, at: next.purchaseMs, focus: next)
             try notify(otid, v1: nil, v2: "EXPIRED", subtype: "VOLUNTARY", at: end)
-            schedule(next.expiresMs!, .periodEnd(next.originalTransactionId))
+            schedulePeriodEnd(next)
             nextAction(next.originalTransactionId, after: next.purchaseMs)
             return
         }
@@ -360,11 +469,7 @@ public struct JourneyPlayer {
         try notify(t.originalTransactionId, v1: nil, v2: "ONE_TIME_CHARGE", at: ms, focus: t)
         try upload(appleId: appleId, at: ms, focus: t)
         if rng.chance(0.12) {
-            let refundAt = ms + rng.ms(3_600_000...(40 * 86_400_000))
-            if refundAt < endMs {
-                let refunded = try state.refund(t.originalTransactionId, transactionId: t.transactionId, atMs: refundAt, reason: "0")
-                try notify(t.originalTransactionId, v1: "REFUND", v2: "REFUND", at: refundAt, focus: refunded)
-            }
+            schedule(ms + rng.ms(3_600_000...(40 * 86_400_000)), .refundOneTime(otid: t.originalTransactionId, transactionId: t.transactionId))
         }
         if pick == "coins.100" || rng.chance(0.3) {
             schedule(ms + rng.exponential(meanMs: 60 * 86_400_000), .oneTime)

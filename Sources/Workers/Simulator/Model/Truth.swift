@@ -51,6 +51,8 @@ public struct SimTransaction: Sendable, Equatable {
     public var finished: Bool
     /// Consumables: units one purchase credits.
     public var credits: Int
+    /// A refund Apple later reversed: the purchase stood cancelled only in between (R14).
+    public var reversal: SimReversal? = nil
 
     /// The end of what the purchase paid for, before any cancellation; nil = open-ended.
     public var paidEndMs: Int64? {
@@ -62,6 +64,12 @@ public struct SimTransaction: Sendable, Equatable {
     }
 }
 
+/// When a reversed refund stood: from the refund until Apple reversed it.
+public struct SimReversal: Sendable, Equatable {
+    public var refundMs: Int64
+    public var reversedMs: Int64
+}
+
 /// An Apple ID on one device family; a user may sign in with several (S11).
 public struct SimAppleID: Sendable, Equatable {
     public var id: String
@@ -69,6 +77,15 @@ public struct SimAppleID: Sendable, Equatable {
     public var environment: SimEnvironment
     /// Restores so far (each gives the transactions new ids on the new device).
     public var devices: Int = 1
+    /// The app account signed in on this Apple ID's devices when it is not the user's own: the user
+    /// restored on another account (R6), which then uploads the receipts and sets the tokens.
+    public var appAccount: String? = nil
+}
+
+/// A receipt upload that showed a subscription: the app account it claims it for, and when (R17).
+public struct SimClaim: Sendable, Equatable {
+    public var account: String
+    public var atMs: Int64
 }
 
 /// Billing state of an auto-renewable subscription between periods.
@@ -103,6 +120,8 @@ public struct SimSubscription: Sendable, Equatable {
     /// Billing grace periods: Apple keeps serving from the end of the period that failed to
     /// renew until the grace period expires, whether or not billing recovers.
     public var graceWindows: [GraceWindow] = []
+    /// Every receipt upload that showed this subscription, in upload order.
+    public var uploadClaims: [SimClaim] = []
 
     public var latest: SimTransaction? { transactions.last }
     /// The product of the latest period.
@@ -123,4 +142,6 @@ public struct SimUser: Sendable {
     public var promotionalRedemptions: [String: Int]
     /// Human-readable journey, printed with a mismatch.
     public var journey: [String]
+    /// Subscriptions of other users' Apple IDs this account uploaded a receipt of (restored on it).
+    public var claimedSubscriptionIds: [String] = []
 }

@@ -50,8 +50,8 @@ public final class WireEmitter: Sendable {
         let user = try state.user(userId)
         let appleId = user.appleIds[index]
         var entries: [InAppEntry] = []
-        for subscription in state.subscriptions(ofUser: userId, appleId: index) {
-            for t in subscription.transactions where !(t.kind == .consumable && t.finished) && t.purchaseMs <= atMs {
+        for (_, transactions) in state.receiptContents(user: userId, appleId: index, atMs: atMs) {
+            for t in transactions {
                 entries.append(InAppEntry(
                     productId: t.productId, transactionId: restoredIds ? (t.restoredIds.last ?? t.transactionId) : t.transactionId,
                     originalTransactionId: t.originalTransactionId, purchaseMs: t.purchaseMs, originalPurchaseMs: t.originalPurchaseMs,
@@ -79,7 +79,9 @@ public final class WireEmitter: Sendable {
     public func receiptUpload(_ state: StoreState, user userId: String, appleId index: Int, atMs: Int64,
                               focus: SimTransaction? = nil, options: UploadOptions = UploadOptions()) throws -> Delivery {
         let user = try state.user(userId)
-        var body: [String: Any] = ["user_id": options.upperCaseUserId ? userId.uppercased() : userId]
+        // The account signed in on this Apple ID's device posts it: the user's own, or the one they restored on (R6).
+        let account = user.appleIds[index].appAccount ?? userId
+        var body: [String: Any] = ["user_id": options.upperCaseUserId ? account.uppercased() : account]
         if !options.omitReceiptData {
             body["receipt_data"] = try receipt(state, user: userId, appleId: index, atMs: atMs, restoredIds: options.restoredIds)
         }
@@ -89,7 +91,7 @@ public final class WireEmitter: Sendable {
             body["transaction_date"] = focus.purchaseMs
             body["app_version"] = config.bundleVersion
         }
-        let label = "upload \(user.appleIds[index].id)\(options.restoredIds ? " (restored device)" : "")\(focus.map { " after \($0.productId) txn \($0.transactionId)" } ?? "")\(options.omitReceiptData ? " WITHOUT receipt_data" : "")"
+        let label = "upload \(user.appleIds[index].id)\(account == userId ? "" : " as account \(account)")\(options.restoredIds ? " (restored device)" : "")\(focus.map { " after \($0.productId) txn \($0.transactionId)" } ?? "")\(options.omitReceiptData ? " WITHOUT receipt_data" : "")"
         return Delivery(channel: .receiptUpload, body: try json(body), simMs: atMs, userId: userId, label: label,
                         environment: user.appleIds[index].environment, expectsRejection: options.omitReceiptData)
     }

@@ -1,0 +1,169 @@
+import Foundation
+
+/// Finance reconciliation and subscription metrics (issue 17, R10), as pure functions over the
+/// per-purchase finance facts (`finance_transactions`, migration 6) so they are tested without
+/// PostgreSQL. Days are UTC calendar days (`YYYY-MM-DD`).
+public struct FinanceTransaction: Sendable, Equatable {
+    public var subscriptionKey: String
+    public var purchaseId: String
+    public var productId: String
+    public var productKind: String
+    public var group: String
+    public var environment: String
+    public var purchaseMs: Int64
+    public var expiresMs: Int64?
+    public var cancellationMs: Int64?
+    public var cutKind: String?
+    public var isTrial: Bool
+    public var isIntro: Bool
+    public var promotionalOfferId: String?
+    public var offerCodeRefName: String?
+    /// V2 offerType: 1 intro, 2 promotional, 3 offer code, 4 win-back.
+    public var offerType: Int?
+    public var offerIdentifier: String?
+    public var offerDiscountType: String?
+    /// Apple's price in milli-units of `currency` (V2 only).
+    public var priceMilli: Int64?
+    public var currency: String?
+    public var isRenewal: Bool
+    public var durationDays: Int?
+    /// What the ledger granted for the purchase.
+    public var grantedStartMs: Int64?
+    public var grantedEndMs: Int64?
+
+    public init(subscriptionKey: String, purchaseId: String, productId: String, productKind: String, group: String,
+                environment: String, purchaseMs: Int64, expiresMs: Int64? = nil, cancellationMs: Int64? = nil,
+                cutKind: String? = nil, isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
+                offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
+                offerDiscountType: String? = nil, priceMilli: Int64? = nil, currency: String? = nil, isRenewal: Bool = false,
+                durationDays: Int? = nil, grantedStartMs: Int64? = nil, grantedEndMs: Int64? = nil) {
+        self.subscriptionKey = subscriptionKey
+        self.purchaseId = purchaseId
+        self.productId = productId
+        self.productKind = productKind
+        self.group = group
+        self.environment = environment
+        self.purchaseMs = purchaseMs
+        self.expiresMs = expiresMs
+        self.cancellationMs = cancellationMs
+        self.cutKind = cutKind
+        self.isTrial = isTrial
+        self.isIntro = isIntro
+        self.promotionalOfferId = promotionalOfferId
+        self.offerCodeRefName = offerCodeRefName
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
+        self.offerDiscountType = offerDiscountType
+        self.priceMilli = priceMilli
+        self.currency = currency
+        self.isRenewal = isRenewal
+        self.durationDays = durationDays
+        self.grantedStartMs = grantedStartMs
+        self.grantedEndMs = grantedEndMs
+    }
+
+    public var isFreeTrial: Bool { isTrial || offerDiscountType == "FREE_TRIAL" }
+    /// Introductory price (not free): V1 `is_in_intro_offer_period`, V2 offerType 1.
+    public var isIntroPrice: Bool { !isFreeTrial && (isIntro || offerType == 1) }
+    public var promotionalOffer: String? { promotionalOfferId ?? (offerType == 2 ? offerIdentifier : nil) }
+    public var offerCode: String? { offerCodeRefName ?? (offerType == 3 ? offerIdentifier : nil) }
+    public var isWinBack: Bool { offerType == 4 }
+
+    /// The time a refund or revocation took back: from the cut (or the start, for a full refund)
+    /// to the end of the period; 0 for open-ended purchases and consumables.
+    public var timeCutMs: Int64 {
+        guard let cut = cancellationMs, let end = expiresMs else { return 0 }
+        return max(0, end - max(cut, purchaseMs))
+    }
+}
+
+public func utcDay(_ ms: Int64) -> String { String(TimeText.iso(ms).prefix(10)) }
+
+public struct ReconcileRow: Codable, Sendable, Equatable {
+    public var day: String
+    public var environment: String
+    public var productId: String
+    /// As Apple reported it (nil: Apple did not say, e.g. V1-only facts).
+    public var currency: String?
+    public var purchases = 0
+    public var renewals = 0
+    public var freeTrials = 0
+    public var introPayAsYouGo = 0
+    public var introPayUpFront = 0
+    public var introOther = 0
+    public var promotionalOffers: [String: Int] = [:]
+    public var offerCodes: [String: Int] = [:]
+    public var winBackOffers = 0
+    public var refunds = 0
+    public var refundTimeCutMs: Int64 = 0
+    public var revocations = 0
+    public var revocationTimeCutMs: Int64 = 0
+    /// Sum of Apple's prices of the day's purchases and renewals, milli-units of `currency`.
+    public var grossMilli: Int64 = 0
+
+    public init(day: String, environment: String, productId: String, currency: String?) {
+        self.day = day
+        self.environment = environment
+        self.productId = productId
+        self.currency = currency
+    }
+
+    public static let csvHeader = "day,environment,product_id,currency,purchases,renewals,free_trials,intro_pay_as_you_go,intro_pay_up_front,intro_other,promotional_offers,offer_codes,win_back_offers,refunds,refund_time_cut_ms,revocations,revocation_time_cut_ms,gross_milli"
+
+    public var csvLine: String {
+        func map(_ counts: [String: Int]) -> String { counts.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ";") }
+        return [day, environment, productId, currency ?? "", "\(purchases)", "\(renewals)", "\(freeTrials)", "\(introPayAsYouGo)",
+                "\(introPayUpFront)", "\(introOther)", map(promotionalOffers), map(offerCodes), "\(winBackOffers)", "\(refunds)",
+                "\(refundTimeCutMs)", "\(revocations)", "\(revocationTimeCutMs)", "\(grossMilli)"].map(csvField).joined(separator: ",")
+    }
+}
+
+/// RFC 4180 quoting where needed (product ids and offer ids are Apple's text).
+public func csvField(_ text: String) -> String {
+    guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+    return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+public enum Reconciliation {
+    /// Per day, environment, product and currency: purchases and renewals on their purchase day,
+    /// refunds and revocations on the day of the cut. Days outside `[from, to]` are left out.
+    public static func rows(_ transactions: [FinanceTransaction], from: String, to: String) -> [ReconcileRow] {
+        var rows: [String: ReconcileRow] = [:]
+        func update(_ day: String, _ t: FinanceTransaction, _ change: (inout ReconcileRow) -> Void) {
+            guard day >= from, day <= to else { return }
+            let key = "\(day)|\(t.environment)|\(t.productId)|\(t.currency ?? "")"
+            var row = rows[key] ?? ReconcileRow(day: day, environment: t.environment, productId: t.productId, currency: t.currency)
+            change(&row)
+            rows[key] = row
+        }
+        for t in transactions {
+            update(utcDay(t.purchaseMs), t) { row in
+                if t.isRenewal { row.renewals += 1 } else { row.purchases += 1 }
+                if t.isFreeTrial { row.freeTrials += 1 }
+                if t.isIntroPrice {
+                    switch t.offerDiscountType {
+                    case "PAY_AS_YOU_GO": row.introPayAsYouGo += 1
+                    case "PAY_UP_FRONT": row.introPayUpFront += 1
+                    default: row.introOther += 1
+                    }
+                }
+                if let offer = t.promotionalOffer { row.promotionalOffers[offer, default: 0] += 1 }
+                if let code = t.offerCode { row.offerCodes[code, default: 0] += 1 }
+                if t.isWinBack { row.winBackOffers += 1 }
+                row.grossMilli = row.grossMilli.saturatingAdding(t.priceMilli ?? 0)
+            }
+            if let cut = t.cancellationMs, t.cutKind == "refund" || t.cutKind == "revoke" {
+                update(utcDay(cut), t) { row in
+                    if t.cutKind == "refund" {
+                        row.refunds += 1
+                        row.refundTimeCutMs += t.timeCutMs
+                    } else {
+                        row.revocations += 1
+                        row.revocationTimeCutMs += t.timeCutMs
+                    }
+                }
+            }
+        }
+        return rows.values.sorted { ($0.day, $0.environment, $0.productId, $0.currency ?? "") < ($1.day, $1.environment, $1.productId, $1.currency ?? "") }
+    }
+}

@@ -1,0 +1,63 @@
+import Domain
+import Foundation
+import Postgres
+import Runtime
+import Workers
+
+/// `storeledger report reconcile|metrics`: finance reconciliation and subscription metrics from the
+/// ledger's finance facts, per UTC day, environment (sandbox apart from production) and product.
+struct ReportCommand: CLICommand {
+    let name = "report"
+    let summary = "Finance reports from PostgreSQL: `reconcile` (purchases, renewals, trials, intro/promotional/offer-code/win-back offers, refunds and revocations with the time they cut, Apple's prices) and `metrics` (active subscriptions and trials, MRR per currency, new subscriptions, trial conversion, churn, refund rate), per day and product."
+    let usage = "reconcile|metrics --from YYYY-MM-DD --to YYYY-MM-DD [--format csv|json] [--environment Production|Sandbox] [--database-url URL]"
+    let optionNames: Set<String> = ["from", "to", "format", "environment", "database-url"]
+
+    func run(_ arguments: Arguments) throws -> Int32 {
+        guard arguments.positionals.count == 1, let report = arguments.positionals.first, ["reconcile", "metrics"].contains(report) else {
+            throw UsageError("name one report: reconcile or metrics")
+        }
+        guard let from = arguments.value("from"), let to = arguments.value("to"),
+              let fromMs = Self.dayStartMs(from), let toMs = Self.dayStartMs(to), fromMs <= toMs else {
+            throw UsageError("--from and --to are UTC days YYYY-MM-DD, from <= to")
+        }
+        let format = arguments.value("format") ?? "csv"
+        guard ["csv", "json"].contains(format) else { throw UsageError("--format is csv or json") }
+        guard let url = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
+        let reads = FinanceReads(try PGConnection(url: url))
+        var transactions = try reads.transactions(fromMs: fromMs, toMs: toMs + 86_400_000)
+        if let environment = arguments.value("environment") { transactions = transactions.filter { $0.environment == environment } }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        if report == "reconcile" {
+            let rows = Reconciliation.rows(transactions, from: from, to: to)
+            if format == "csv" {
+                print(ReconcileRow.csvHeader)
+                rows.forEach { print($0.csvLine) }
+            } else {
+                for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
+            }
+        } else {
+            let standings = try reads.renewalStandings(Array(Set(transactions.map(\.subscriptionKey))).sorted())
+            let rows = SubscriptionMetrics.rows(transactions, renewals: standings, from: from, to: to, nowMs: currentTimeMs())
+            if format == "csv" {
+                print(MetricsRow.csvHeader)
+                rows.forEach { print($0.csvLine) }
+            } else {
+                for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
+            }
+        }
+        return 0
+    }
+
+    /// Midnight UTC of `YYYY-MM-DD`, in ms.
+    static func dayStartMs(_ text: String) -> Int64? {
+        let parts = text.split(separator: "-").compactMap { Int($0) }
+        guard parts.count == 3, text.count == 10, (1...12).contains(parts[1]), (1...31).contains(parts[2]) else { return nil }
+        var components = DateComponents()
+        (components.year, components.month, components.day) = (parts[0], parts[1], parts[2])
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        guard let date = calendar.date(from: components), utcDay(Int64(date.timeIntervalSince1970 * 1000)) == text else { return nil }
+        return Int64(date.timeIntervalSince1970 * 1000)
+    }
+}

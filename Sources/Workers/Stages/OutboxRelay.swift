@@ -1,0 +1,173 @@
+import Domain
+import Foundation
+import Kafka
+import Postgres
+import Runtime
+import Synchronization
+
+public struct OutboxRelayConfig: Sendable {
+    public var kafka: KafkaConfig
+    public var databaseURL: String
+    public var topic = Topic.membershipEvents
+    /// Rows published per round (one PostgreSQL transaction to order them, one to mark them).
+    public var batch = 1_000
+    /// How long an idle relay waits before looking again.
+    public var idleWait: Duration = .milliseconds(50)
+    /// Wait after taking over before reading the topic's tail: produce requests a killed predecessor
+    /// had already written to its socket may still be landing on the broker.
+    public var settle: Duration = .seconds(1)
+    /// Test-only failpoint: when this file exists, the relay removes it and SIGKILLs itself after the
+    /// broker acknowledged a round and before marking it published (the window recovery covers).
+    public var crashAfterPublishFlag: String?
+
+    public init(kafka: KafkaConfig, databaseURL: String) {
+        self.kafka = kafka
+        self.databaseURL = databaseURL
+    }
+}
+
+/// Publishes the membership outbox to `storeledger.membership.events`, exactly once per row.
+///
+/// One relay is active at a time (a PostgreSQL advisory lock; standbys wait for it). Each round it
+/// gives the new rows their publication order (`relay_seq`, in ledger entry order, which is per-user
+/// commit order) and partition (Kafka's murmur2 of the key), publishes the ordered rows with the
+/// idempotent producer and marks them published once the broker acknowledged them all. A crash
+/// between publishing and marking leaves rows that may be on the topic already: on taking over, the
+/// relay reads each partition's last record and marks everything up to its `relay_seq` header as
+/// published. Within a partition records land in `relay_seq` order (idempotent producer), so the
+/// last one tells exactly which rows landed: no gap, no duplicate.
+// @unchecked: `run` is entered once, on the service thread; other threads read only `ready` (Atomic).
+public final class OutboxRelay: Service, @unchecked Sendable {
+    public let name = "relay"
+    private let config: OutboxRelayConfig
+    private let logger = Logger(component: "relay")
+    private let ready = Atomic<Bool>(false)
+    /// Arbitrary, fixed: the advisory lock that makes one relay the active one.
+    static let lockKey: Int64 = 0x5354_4C45_0017
+
+    public init(config: OutboxRelayConfig) { self.config = config }
+
+    public var isReady: Bool { ready.load(ordering: .acquiring) }
+
+    public func run(until stop: StopSignal) throws -> Int32 {
+        let lock = try PGConnection(url: config.databaseURL)
+        defer { lock.close() }
+        while !stop.isStopped {
+            if try lock.query("SELECT pg_try_advisory_lock(\(OutboxRelay.lockKey)) AS held").first?.bool("held") == true { break }
+            _ = stop.wait(timeout: .milliseconds(500))
+        }
+        guard !stop.isStopped else { return 0 }
+        _ = stop.wait(timeout: config.settle)
+        let db = try PGConnection(url: config.databaseURL)
+        defer { db.close() }
+        let partitions = try partitionCount()
+        var producer = try KafkaProducer(config: config.kafka)
+        try recover(db)
+        ready.store(true, ordering: .releasing)
+        logger.info("relay_started", ["partitions": .of(Int(partitions)), "topic": .string(config.topic)])
+        while !stop.isStopped {
+            do {
+                try order(db, partitions: partitions)
+                let published = try publish(db, producer)
+                if published == 0 { _ = stop.wait(timeout: config.idleWait) }
+            } catch let error as KafkaError {
+                // What landed is unknown: start over from the topic's tail with a fresh producer.
+                logger.warning("relay_publish_failed", ["error": .string(error.description)])
+                ready.store(false, ordering: .releasing)
+                producer.close()
+                _ = stop.wait(timeout: .seconds(1))
+                producer = try KafkaProducer(config: config.kafka)
+                try recover(db)
+                ready.store(true, ordering: .releasing)
+            }
+        }
+        producer.close()
+        return 0
+    }
+
+    private func partitionCount() throws -> Int32 {
+        let admin = try KafkaAdmin(config: config.kafka)
+        guard let count = try admin.partitionCount(topic: config.topic, timeout: .seconds(30)), count > 0 else {
+            throw StageError.configuration("topic \(config.topic) does not exist (storeledger topics creates it)")
+        }
+        return Int32(count)
+    }
+
+    /// Marks as published every ordered row the topic already holds (its partition's last record has
+    /// a `relay_seq` at or after it).
+    func recover(_ db: PGConnection) throws {
+        let tails = try PartitionTail.lastRecords(config: config.kafka, topic: config.topic, timeout: .seconds(30))
+        var marked = 0
+        for (partition, record) in tails.sorted(by: { $0.key < $1.key }) {
+            guard let header = record.headers.first(where: { $0.name == RecordHeader.relaySequence }),
+                  let seq = Int64(String(decoding: header.value, as: UTF8.self)) else { continue }
+            marked += try db.execute("""
+                UPDATE membership_outbox SET published_at = now()
+                WHERE published_at IS NULL AND kafka_partition = \(Int(partition)) AND relay_seq <= \(seq)
+                """)
+        }
+        logger.info("relay_recovered", ["partitions_with_records": .of(tails.count), "marked_published": .of(marked)])
+    }
+
+    /// Gives unordered rows their `relay_seq` (ledger entry order) and partition, in one transaction.
+    private func order(_ db: PGConnection, partitions: Int32) throws {
+        try db.transaction { db in
+            let rows = try db.query("""
+                SELECT event_key, entry_id FROM membership_outbox
+                WHERE published_at IS NULL AND relay_seq IS NULL ORDER BY entry_id LIMIT \(config.batch)
+                """)
+            guard !rows.isEmpty else { return }
+            let seqs = try db.query("SELECT nextval('membership_relay_seq') AS s FROM generate_series(1, \(rows.count))")
+                .map { try $0.int64("s") }.sorted()
+            var update = JSONRows(capacity: rows.count * 64)
+            for (index, row) in rows.enumerated() {
+                let key = try row.string("event_key")
+                update.beginRow()
+                update.string("k", key)
+                update.int("e", try row.int64("entry_id"))
+                update.int("s", seqs[index])
+                update.int("p", Int64(KafkaMurmur2.partition(key: Array(key.utf8), count: partitions)))
+                update.endRow()
+            }
+            try db.execute("""
+                UPDATE membership_outbox o SET relay_seq = t.s, kafka_partition = t.p
+                FROM jsonb_to_recordset(\(update.json)) AS t(k text, e bigint, s bigint, p integer)
+                WHERE o.event_key = t.k AND o.entry_id = t.e
+                """)
+        }
+    }
+
+    /// Publishes ordered, unpublished rows in `relay_seq` order and marks them once all are acknowledged.
+    private func publish(_ db: PGConnection, _ producer: KafkaProducer) throws -> Int {
+        let rows = try db.query("""
+            SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
+            WHERE published_at IS NULL AND relay_seq IS NOT NULL ORDER BY relay_seq LIMIT \(config.batch)
+            """)
+        guard !rows.isEmpty else { return 0 }
+        let failures = Mutex<[KafkaError]>([])
+        let group = DispatchGroup()
+        var seqs: [Int64] = []
+        for row in rows {
+            let seq = try row.int64("relay_seq")
+            seqs.append(seq)
+            let headers = [KafkaHeader(name: RecordHeader.relaySequence, value: Array(String(seq).utf8)),
+                           KafkaHeader(name: RecordHeader.eventType, value: Array(try row.string("event_type").utf8)),
+                           KafkaHeader(name: RecordHeader.schema, value: Array(MembershipEvent.schemaId.utf8))]
+            group.enter()
+            producer.send(topic: config.topic, key: Array(try row.string("event_key").utf8), value: Array(try row.string("payload").utf8),
+                          headers: headers, partition: try row.int32("kafka_partition")) { result in
+                if case .failure(let error) = result { failures.withLock { $0.append(error) } }
+                group.leave()
+            }
+        }
+        group.wait()
+        if let failure = failures.withLock({ $0.first }) { throw failure }
+        if let flag = config.crashAfterPublishFlag, (try? FileManager.default.removeItem(atPath: flag)) != nil {
+            logger.warning("relay_failpoint_crash", ["published_unmarked": .of(rows.count)])
+            kill(getpid(), SIGKILL)
+        }
+        try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+        Metrics.shared.increment("storeledger_relay_published_total", by: Double(rows.count))
+        return rows.count
+    }
+}

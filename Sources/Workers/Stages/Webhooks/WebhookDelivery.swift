@@ -1,0 +1,160 @@
+import Crypto
+import Domain
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Postgres
+import Runtime
+import Synchronization
+
+/// Signs a webhook body: `StoreLedger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
+public struct WebhookSigner: Sendable {
+    private let secret: [UInt8]
+    public init(secret: [UInt8]) { self.secret = secret }
+
+    public func header(body: [UInt8], timestamp: Int64) -> String {
+        WebhookSignature.headerValue(timestamp: timestamp,
+                                     mac: HMACSHA256.authenticate(WebhookSignature.signedPayload(timestamp: timestamp, body: body), key: secret))
+    }
+
+    /// What a receiver does: recompute and compare in constant time, refusing old timestamps.
+    public func verify(header: String, body: [UInt8], nowSeconds: Int64, tolerance: Int64 = 300) -> Bool {
+        guard let parsed = WebhookSignature.parse(header), abs(nowSeconds - parsed.timestamp) <= tolerance else { return false }
+        let expected = Array(WebhookSignature.hex(HMACSHA256.authenticate(
+            WebhookSignature.signedPayload(timestamp: parsed.timestamp, body: body), key: secret)).utf8)
+        return parsed.signatures.contains { HMACSHA256.constantTimeEqual(Array($0.utf8), expected) }
+    }
+}
+
+/// Delivers membership events to the configured webhook endpoints (`storeledger worker webhooks`).
+/// Each endpoint has its own thread, PostgreSQL connection and cursor, so a slow or failing endpoint
+/// delays only itself; the pipeline never waits for any of them (they read the outbox afterwards).
+// @unchecked: `run` is entered once, on the service thread; other threads read only `ready` (Atomic).
+public final class WebhookDeliveryService: Service, @unchecked Sendable {
+    public let name = "webhooks"
+    private let config: WebhookConfig
+    private let databaseURL: String
+    private let ready = Atomic<Bool>(false)
+    private let logger = Logger(component: "webhooks")
+    /// Rounds wait this long when there is nothing to do.
+    public var idleWait: Duration = .milliseconds(200)
+
+    public init(config: WebhookConfig, databaseURL: String) {
+        self.config = config
+        self.databaseURL = databaseURL
+    }
+
+    public var isReady: Bool { ready.load(ordering: .acquiring) }
+
+    public func run(until stop: StopSignal) throws -> Int32 {
+        let done = DispatchGroup()
+        let failures = Mutex<[String]>([])
+        for endpoint in config.endpoints {
+            done.enter()
+            let thread = Thread { [self] in
+                defer { done.leave() }
+                do {
+                    try deliverLoop(endpoint, until: stop)
+                } catch {
+                    failures.withLock { $0.append("\(endpoint.id): \(error)") }
+                    logger.error("webhook_endpoint_failed", ["endpoint": .string(endpoint.id), "error": .string("\(error)")])
+                    stop.stop()
+                }
+            }
+            thread.name = "webhook-\(endpoint.id)"
+            thread.start()
+        }
+        ready.store(true, ordering: .releasing)
+        logger.info("webhooks_started", ["endpoints": .string(config.endpoints.map(\.id).joined(separator: ","))])
+        done.wait()
+        return failures.withLock { $0.isEmpty } ? 0 : 1
+    }
+
+    private func deliverLoop(_ endpoint: WebhookConfig.Endpoint, until stop: StopSignal) throws {
+        var db = try PGConnection(url: databaseURL)
+        defer { db.close() }
+        let signer = WebhookSigner(secret: endpoint.secret)
+        while !stop.isStopped {
+            do {
+                let store = WebhookStore(db)
+                try store.enqueue(endpoint: endpoint.id)
+                let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
+                for delivery in due where !stop.isStopped {
+                    try attempt(delivery, endpoint, signer, store)
+                }
+                if due.isEmpty { _ = stop.wait(timeout: idleWait) }
+            } catch let error as PGError {
+                // PostgreSQL away: wait and reconnect; nothing is lost (the rows wait in the outbox).
+                logger.warning("webhook_database_error", ["endpoint": .string(endpoint.id), "error": .string(error.description)])
+                _ = stop.wait(timeout: .seconds(1))
+                if db.isBroken { db = try PGConnection(url: databaseURL) }
+            }
+        }
+    }
+
+    private func attempt(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
+                         _ store: WebhookStore) throws {
+        let startedMs = currentTimeMs()
+        var request = URLRequest(url: endpoint.url, timeoutInterval: Double(endpoint.timeout.milliseconds) / 1000)
+        request.httpMethod = "POST"
+        request.httpBody = Data(delivery.payload)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(signer.header(body: delivery.payload, timestamp: startedMs / 1000), forHTTPHeaderField: WebhookSignature.header)
+        request.setValue("ledger-\(delivery.entryId)", forHTTPHeaderField: "StoreLedger-Event-Id")
+        request.setValue(delivery.eventType, forHTTPHeaderField: "StoreLedger-Event-Type")
+        request.setValue("StoreLedger-Webhooks/1", forHTTPHeaderField: "User-Agent")
+        let result = WebhookHTTP.post(request, timeout: endpoint.timeout)
+        let endedMs = currentTimeMs()
+        let attempt = delivery.attempts + 1
+        let outcome: WebhookStore.Outcome
+        switch result {
+        case .success(let status) where (200..<300).contains(status):
+            outcome = .delivered(status: status)
+            Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "delivered"])
+        case .success(let status):
+            outcome = .failed(status: status, error: "HTTP \(status)",
+                              next: config.retry.afterFailure(attempts: attempt, firstAttemptMs: delivery.firstAttemptMs ?? startedMs, nowMs: endedMs))
+            Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
+        case .failure(let error):
+            outcome = .failed(status: nil, error: error.reason,
+                              next: config.retry.afterFailure(attempts: attempt, firstAttemptMs: delivery.firstAttemptMs ?? startedMs, nowMs: endedMs))
+            Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
+        }
+        try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: attempt, atMs: startedMs,
+                         durationMs: Int(endedMs - startedMs), outcome: outcome)
+    }
+}
+
+/// One synchronous POST with a hard deadline (URLSession's timeout is an idle timeout).
+enum WebhookHTTP {
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.urlCache = nil
+        return URLSession(configuration: configuration)
+    }()
+
+    static func post(_ request: URLRequest, timeout: Duration) -> Result<Int, WebhookHTTPFailure> {
+        let outcome = Mutex<Result<Int, WebhookHTTPFailure>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let task = session.dataTask(with: request) { _, response, error in
+            let result: Result<Int, WebhookHTTPFailure>
+            if let error { result = .failure(WebhookHTTPFailure(reason: error.localizedDescription)) }
+            else if let http = response as? HTTPURLResponse { result = .success(http.statusCode) }
+            else { result = .failure(WebhookHTTPFailure(reason: "no HTTP response")) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        task.resume()
+        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.milliseconds) + 500)
+        guard done.wait(timeout: deadline) == .success, let result = outcome.withLock({ $0 }) else {
+            task.cancel()
+            return .failure(WebhookHTTPFailure(reason: "timed out after \(timeout)"))
+        }
+        return result
+    }
+}
+
+/// Why a POST got no HTTP answer (connection refused, timeout); goes to the delivery log.
+struct WebhookHTTPFailure: Error { let reason: String }

@@ -1,0 +1,83 @@
+@testable import Domain
+import XCTest
+
+/// Issue 17's pure pieces: the webhook retry schedule and signature header, the reconciliation
+/// and metrics arithmetic on hand-made finance facts.
+final class WebhookAndReportTests: XCTestCase {
+    func testRetryBacksOffExponentiallyUpToTheCapAndGivesUpAfter72Hours() {
+        let policy = WebhookRetryPolicy()
+        let first: Int64 = 1_000_000
+        XCTAssertEqual(policy.afterFailure(attempts: 1, firstAttemptMs: first, nowMs: first), .retry(atMs: first + 10_000))
+        XCTAssertEqual(policy.afterFailure(attempts: 3, firstAttemptMs: first, nowMs: first + 100), .retry(atMs: first + 100 + 40_000))
+        XCTAssertEqual(policy.afterFailure(attempts: 30, firstAttemptMs: first, nowMs: first + 5_000), .retry(atMs: first + 5_000 + 3_600_000),
+                       "capped at an hour")
+        let nearEnd = first + 72 * 3_600_000 - 60_000
+        XCTAssertEqual(policy.afterFailure(attempts: 80, firstAttemptMs: first, nowMs: nearEnd), .retry(atMs: first + 72 * 3_600_000),
+                       "the last try lands inside the window")
+        XCTAssertEqual(policy.afterFailure(attempts: 81, firstAttemptMs: first, nowMs: first + 72 * 3_600_000), .giveUp)
+    }
+
+    func testSignatureHeaderRoundTrips() {
+        let value = WebhookSignature.headerValue(timestamp: 1_700_000_000, mac: [0x01, 0xab, 0xff])
+        XCTAssertEqual(value, "t=1700000000,v1=01abff")
+        XCTAssertEqual(WebhookSignature.parse(value)?.timestamp, 1_700_000_000)
+        XCTAssertEqual(WebhookSignature.parse("t=5, v1=aa,v1=bb")?.signatures, ["aa", "bb"])
+        XCTAssertNil(WebhookSignature.parse("v1=aa"))
+        XCTAssertEqual(WebhookSignature.signedPayload(timestamp: 7, body: Array("{}".utf8)), Array("7.{}".utf8))
+    }
+
+    let day: Int64 = 86_400_000
+    let jan1: Int64 = 1_735_689_600_000   // 2025-01-01T00:00:00Z
+
+    func testReconciliationCountsOffersAndTheTimeARefundCut() {
+        let trial = FinanceTransaction(subscriptionKey: "s", purchaseId: "p1", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                       environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 7 * day, offerType: 1,
+                                       offerDiscountType: "FREE_TRIAL", priceMilli: 0, currency: "USD")
+        var renewal = FinanceTransaction(subscriptionKey: "s", purchaseId: "p2", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                         environment: "Production", purchaseMs: jan1 + 7 * day, expiresMs: jan1 + 37 * day,
+                                         priceMilli: 9_990, currency: "USD", isRenewal: true)
+        renewal.cancellationMs = jan1 + 17 * day
+        renewal.cutKind = "refund"
+        let promo = FinanceTransaction(subscriptionKey: "t", purchaseId: "q", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                       environment: "Sandbox", purchaseMs: jan1 + 7 * day, offerType: 2, offerIdentifier: "winback",
+                                       offerDiscountType: "PAY_UP_FRONT")
+        let rows = Reconciliation.rows([trial, renewal, promo], from: "2025-01-01", to: "2025-01-31")
+        XCTAssertEqual(rows.map(\.day), ["2025-01-01", "2025-01-08", "2025-01-08", "2025-01-18"])
+        XCTAssertEqual(rows[0].freeTrials, 1)
+        XCTAssertEqual(rows[0].purchases, 1)
+        XCTAssertEqual(rows[1].environment, "Production")
+        XCTAssertEqual(rows[1].renewals, 1)
+        XCTAssertEqual(rows[1].grossMilli, 9_990)
+        XCTAssertEqual(rows[2].environment, "Sandbox", "sandbox apart")
+        XCTAssertEqual(rows[2].promotionalOffers, ["winback": 1])
+        XCTAssertEqual(rows[2].introPayUpFront, 0, "a promotional offer is no intro offer")
+        XCTAssertEqual(rows[3].refunds, 1)
+        XCTAssertEqual(rows[3].refundTimeCutMs, 20 * day)
+        XCTAssertEqual(rows[0].csvLine, "2025-01-01,Production,vip.1m,USD,1,0,1,0,0,0,,,0,0,0,0,0,0")
+        XCTAssertEqual(csvField("a,\"b\""), "\"a,\"\"b\"\"\"")
+    }
+
+    func testMetricsActiveTrialsConversionMRRAndChurn() {
+        let trial = FinanceTransaction(subscriptionKey: "s", purchaseId: "p1", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                       environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 2 * day, isTrial: true,
+                                       grantedStartMs: jan1, grantedEndMs: jan1 + 2 * day)
+        let paid = FinanceTransaction(subscriptionKey: "s", purchaseId: "p2", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                      environment: "Production", purchaseMs: jan1 + 2 * day, expiresMs: jan1 + 32 * day, priceMilli: 9_990,
+                                      currency: "EUR", isRenewal: true, durationDays: 30, grantedStartMs: jan1 + 2 * day,
+                                      grantedEndMs: jan1 + 32 * day)
+        let rows = SubscriptionMetrics.rows([trial, paid], renewals: ["s": RenewalStanding(autoRenewStatus: false, isInBillingRetry: nil, expirationIntent: "1")],
+                                            from: "2025-01-01", to: "2025-02-28", nowMs: jan1 + 100 * day)
+        let byDay = Dictionary(uniqueKeysWithValues: rows.map { ($0.day, $0) })
+        XCTAssertEqual(byDay["2025-01-01"]?.newSubscriptions, 1)
+        XCTAssertEqual(byDay["2025-01-01"]?.activeTrials, 1)
+        XCTAssertEqual(byDay["2025-01-03"]?.trialsEnded, 1)
+        XCTAssertEqual(byDay["2025-01-03"]?.trialsConverted, 1)
+        XCTAssertEqual(byDay["2025-01-03"]?.trialConversionRate, 1)
+        XCTAssertEqual(byDay["2025-01-03"]?.mrrMilli, ["EUR": 9_990])
+        XCTAssertEqual(byDay["2025-01-03"]?.activeTrials, 0)
+        XCTAssertEqual(byDay["2025-02-01"]?.activeSubscriptions, 1)
+        XCTAssertEqual(byDay["2025-02-02"]?.activeSubscriptions, 0, "the period ends at the day's start: not active at its end")
+        XCTAssertEqual(byDay["2025-02-02"]?.churnedVoluntary, 1)
+        XCTAssertEqual(byDay["2025-02-02"]?.churnedBilling, 0)
+    }
+}
