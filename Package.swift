@@ -33,13 +33,15 @@ let package = Package(
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "CivilCalendar", path: "Sources/Shared/CivilCalendar", swiftSettings: strict),
         .target(name: "Domain", dependencies: ["CivilCalendar"], path: "Sources/Shared/Domain", swiftSettings: strict),
+        // Client credentials: API keys (hashed), end-user JWTs, rate limits. Pure apart from OpenSSL's verify.
+        .target(name: "Auth", dependencies: ["Crypto"], path: "Sources/Shared/Auth", swiftSettings: strict),
         .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto", "CivilCalendar"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
         // The App Store Server API client (outbound HTTP; tokens come from the signer).
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
         // Deployable roles.
-        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer"],
+        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
         .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
@@ -48,7 +50,7 @@ let package = Package(
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Workers/Simulator", swiftSettings: strict),
         .executableTarget(name: "StoreLedgerCLI",
-                          dependencies: ["Ingest", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
+                          dependencies: ["Ingest", "Auth", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
                                          "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/Workers/CLI", swiftSettings: strict),
 
@@ -56,10 +58,11 @@ let package = Package(
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "DomainTests", dependencies: ["TestSupport", "CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
-        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
+        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
         .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
@@ -70,7 +73,7 @@ let package = Package(
         .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Workers", "AppleDecoding", "Domain", "Kafka", "Runtime",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
+        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
                                                             "Signer", "AppStoreServerAPI", "HTTPServer"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]

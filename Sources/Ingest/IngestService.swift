@@ -1,3 +1,4 @@
+import Auth
 import Domain
 import Foundation
 import HTTPServer
@@ -20,6 +21,14 @@ public struct IngestConfig: Sendable {
     public var offers = OfferSettings.fromEnvironment()
     /// Refresh and consumption reads that ask Apple (issue 16); nil: not served.
     public var serverAPIAdmin: ServerAPIAdminRoutes?
+    /// Credentials, V1 shared secrets, rate limits; nil: read from the environment at start (EdgeSecuritySettings).
+    public var security: EdgeSecuritySettings?
+    /// Connections one client address may hold (slow clients from one place cannot take them all).
+    public var maxConnectionsPerAddress = 256
+    /// A connection silent this long is closed: bounds how long a client may dawdle over its headers.
+    public var idleTimeoutSeconds = 10
+    /// The longest a request's body may take to arrive once its headers are in.
+    public var bodyTimeout: Duration = .seconds(30)
 
     public init(kafka: KafkaConfig, databaseURL: String?) {
         self.kafka = kafka
@@ -38,8 +47,12 @@ public final class IngestService: Sendable {
     private let support: SupportRoutes
     private let logger = Logger(component: "ingest")
     private let server: HTTPServer
+    private let security: EdgeSecuritySettings
+    private let limiter = RateLimiter()
 
     public init(config: IngestConfig) throws {
+        let security = try config.security ?? EdgeSecuritySettings.fromEnvironment()
+        self.security = security
         var kafka = config.kafka
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.
         kafka.deliveryTimeout = config.writeTimeout
@@ -47,10 +60,14 @@ public final class IngestService: Sendable {
         self.producer = try KafkaProducer(config: kafka)
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
         self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool)
-        self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka)
+        let authenticator = security.auth.authenticator
+        self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka) { request in
+            SupportAdmission.decide(request.headers["Authorization"], authenticator)
+        }
         let routes = Routes()
         self.server = HTTPServer(host: config.host, port: config.port, threads: config.threads,
-                                 maxBodyBytes: config.maxBodyBytes) { request, responder in
+                                 maxBodyBytes: config.maxBodyBytes, connectionTimeoutSeconds: config.idleTimeoutSeconds,
+                                 connectionsPerAddress: config.maxConnectionsPerAddress, bodyTimeout: config.bodyTimeout) { request, responder in
             routes.handle(request, responder)
         }
         routes.service.withLock { $0 = self }
@@ -59,6 +76,13 @@ public final class IngestService: Sendable {
     public var port: Int { server.boundPort }
 
     public func start() throws {
+        if security.insecureUnverifiedV1 {
+            logger.warning("insecure_v1_notifications_accepted", ["setting": .string(EdgeSecuritySettings.insecureV1Variable),
+                                                                 "effect": "anyone can forge a V1 notification"])
+        }
+        if !security.auth.acceptsAnyCredential {
+            logger.warning("no_client_credentials_configured", ["effect": "every client route answers 401"])
+        }
         try server.start()
         logger.info("ingest_listening", ["url": .string("http://\(config.host):\(server.boundPort)")])
     }
@@ -70,54 +94,71 @@ public final class IngestService: Sendable {
     }
 
     func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
-        let segments = request.path.split(separator: "/").map(String.init)
-        if segments.first == "support" { return support.handle(request, responder) }
-        let route = (request.method, segments.joined(separator: "/"))
+        // The support pages admit with the admin key, also as an HTTP Basic password (SupportAdmission).
+        if request.path.split(separator: "/").first == "support" { return support.handle(request, responder) }
+        let route = IngestRoute.parse(method: request.method, path: request.path)
+        let outcome = security.auth.authenticator.authenticate(authorization: request.headers["Authorization"])
+        if case .deny(let status, let reason) = AccessPolicy.decide(route, outcome, metricsNeedAdmin: security.metricsNeedAdmin) {
+            count(route.metricName, status)
+            var response = HTTPResponse.error(status: status, reason: reason)
+            // RFC 6750 §3: a 401 names the scheme.
+            if status == 401 { response.headers.set(name: "WWW-Authenticate", value: #"Bearer realm="storeledger""#) }
+            responder.respond(response)
+            return
+        }
+        let principal: Principal? = if case .authenticated(let who) = outcome { who } else { nil }
+        // Apple's endpoint is never rate limited: Apple retries on its own schedule, and a refusal
+        // would only delay a notification. Every credentialed call counts against its credential.
+        if let principal, route != .appleNotification,
+           let wait = limiter.take(principal.rateKey, security.limit(for: principal)) {
+            count(route.metricName, 429)
+            var response = HTTPResponse.error(status: 429, reason: "rate limit of this credential exceeded; retry after \(wait) s")
+            response.headers.set(name: "Retry-After", value: String(wait))
+            responder.respond(response)
+            return
+        }
         switch route {
-        case ("GET", "healthz"):
+        case .health:
             responder.respond(.json(["status": "ok"]))
-        case ("GET", "readyz"):
+        case .ready:
             responder.respond(readiness())
-        case ("GET", "metrics"):
+        case .metrics:
             responder.respond(.text(Metrics.shared.exposition()))
-        case ("POST", "v1/notifications/appstore"):
+        case .openAPI:
+            responder.respond(.json(data: OpenAPIDocument.json))
+        case .appleNotification:
             acceptNotification(request, responder)
-        case ("POST", "v1/receipts"):
-            acceptReceipt(request, responder)
-        case ("POST", "v1/offers/signature"):
-            offers.sign(request, responder)
-        case (_, "v1/notifications/appstore"), (_, "v1/receipts"):
-            responder.respond(.error(status: 405, reason: "use POST"))
-        default:
-            if let answer = config.serverAPIAdmin?.answer(request, segments: segments) {
-                responder.respond(answer)
-            } else if request.method == "GET", segments.count == 3, segments[0] == "v1", segments[1] == "subscriptions" {
-                let key = segments[2]
-                if let reason = EdgeChecks.pathIdentifier(key, "subscription key", maxBytes: EventBounds.maxSubscriptionKeyBytes) {
-                    responder.respond(.error(status: 400, reason: reason))
-                    return
-                }
-                read(responder) { try $0.subscription(key) }
-            } else if request.method == "GET", segments.count == 4, segments[0] == "v1", segments[1] == "users" {
-                let user = segments[2]
-                if let reason = EdgeChecks.pathIdentifier(user, "user id") {
-                    responder.respond(.error(status: 400, reason: reason))
-                    return
-                }
-                switch segments[3] {
-                case "membership":
-                    read(responder) { try $0.userMembership(user) }
-                case "offers":
-                    offers.userOffers(user: user, request, responder)
-                case "ledger":
-                    let limit = Int(request.queryValue("limit") ?? "") ?? 200
-                    read(responder) { try $0.userLedger(user, limit: limit) }
-                default:
-                    responder.respond(.error(status: 404, reason: "no route for \(request.method) \(request.path)"))
-                }
-            } else {
-                responder.respond(.error(status: 404, reason: "no route for \(request.method) \(request.path)"))
+        case .receiptUpload:
+            acceptReceipt(request, principal, responder)
+        case .offerSignature:
+            offers.sign(request, principal: principal, responder)
+        case .subscription(let key):
+            read(responder) { try $0.subscription(key, readableBy: principal) }
+        case .userMembership(let user):
+            read(responder) { try $0.userMembership(user) }
+        case .userOffers(let user):
+            offers.userOffers(user: user, request, responder)
+        case .userLedger(let user):
+            guard let limit = EdgeChecks.ledgerLimit(request.queryValue("limit")) else {
+                responder.respond(.error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
+                return
             }
+            read(responder) { try $0.userLedger(user, limit: limit) }
+        case .adminUser(let user):
+            read(responder) { try $0.supportView(user) }
+        case .adminServerAPI:
+            // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
+            let segments = request.path.split(separator: "/").map(String.init)
+            responder.respond(config.serverAPIAdmin?.answer(request, segments: segments)
+                ?? .error(status: 404, reason: "App Store Server API admin routes are not enabled (STORELEDGER_INGEST_SERVER_API=on)"))
+        case .wrongMethod(let allowed):
+            var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
+            response.headers.set(name: "Allow", value: allowed)
+            responder.respond(response)
+        case .badPath(let reason):
+            responder.respond(.error(status: 400, reason: reason))
+        case .notFound:
+            responder.respond(.error(status: 404, reason: "no route for \(request.method) \(String(request.path.prefix(200)))"))
         }
     }
 
@@ -125,41 +166,72 @@ public final class IngestService: Sendable {
         Metrics.shared.increment("storeledger_ingest_requests_total", ["route": route, "status": String(status)])
     }
 
-    /// Apple's POST, kept byte for byte: decode verifies and interprets it later.
+    /// Apple's POST. V2 is kept byte for byte (decode verifies its signature). V1 carries the app's
+    /// shared secret as `password`: checked here (401 on mismatch), then removed from the bytes
+    /// before they are written anywhere.
     private func acceptNotification(_ request: HTTPRequest, _ responder: HTTPResponder) {
+        let object: [String: Any]
         switch EdgeChecks.object(request.body).flatMap(EdgeChecks.notification) {
         case .failure(let refusal):
             count("notification", 400)
             responder.respond(.error(status: 400, reason: refusal.reason))
-        case .success:
-            write(request, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
+            return
+        case .success(let checked):
+            object = checked
         }
+        if object["signedPayload"] != nil {
+            write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
+            return
+        }
+        if !security.v1SharedSecrets.isEmpty {
+            guard let password = object["password"] as? String, V1Secret.matches(password, security.v1SharedSecrets) else {
+                count("notification", 401)
+                logger.debug("v1_secret_mismatch", ["remote": .string(request.remoteAddress)])
+                responder.respond(.error(status: 401, reason: "V1 notification: password does not match the configured shared secret"))
+                return
+            }
+        }
+        guard let stripped = V1Secret.removingPassword(request.body) else {
+            count("notification", 400)
+            responder.respond(.error(status: 400, reason: "V1 notification: password could not be removed (write the key plainly, once)"))
+            return
+        }
+        let verified = security.v1SharedSecrets.isEmpty ? [] : [KafkaHeader(name: RecordHeader.v1SecretVerified, value: Array("true".utf8))]
+        write(request, body: stripped, extraHeaders: verified, topic: Topic.notificationsRaw, source: .appStoreNotification,
+              route: "notification", responder)
     }
 
     /// An app's receipt upload: `{"user_id": ..., "receipt_data": base64, ...}`. Client fields such as
-    /// `transactionDate` may be missing (R7); only the two required ones are checked here.
-    private func acceptReceipt(_ request: HTTPRequest, _ responder: HTTPResponder) {
+    /// `transactionDate` may be missing (R7); only the two required ones are checked here. A user
+    /// token uploads for its own user only: whoever uploads a receipt links its subscription.
+    private func acceptReceipt(_ request: HTTPRequest, _ principal: Principal?, _ responder: HTTPResponder) {
         switch EdgeChecks.object(request.body).flatMap(EdgeChecks.receiptUpload) {
         case .failure(let refusal):
             count("receipt", 400)
             responder.respond(.error(status: 400, reason: refusal.reason))
-        case .success:
-            write(request, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
+        case .success(let object):
+            if let principal, let user = object["user_id"] as? String, !AccessPolicy.actsFor(principal, user: user) {
+                count("receipt", 403)
+                responder.respond(.error(status: 403, reason: "a user token uploads receipts for its own user only"))
+                return
+            }
+            write(request, body: request.body, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
         }
     }
 
-    private func write(_ request: HTTPRequest, topic: String, source: RawSource, route: String,
-                       _ responder: HTTPResponder) {
+    private func write(_ request: HTTPRequest, body: [UInt8], extraHeaders: [KafkaHeader] = [], topic: String, source: RawSource,
+                       route: String, _ responder: HTTPResponder) {
         let receivedAt = Int64(request.receivedAt.timeIntervalSince1970 * 1000)
         var headers = [
             KafkaHeader(name: RecordHeader.receivedAt, value: Array(String(receivedAt).utf8)),
             KafkaHeader(name: RecordHeader.source, value: Array(source.rawValue.utf8)),
         ]
-        for field in request.headers {
-            headers.append(KafkaHeader(name: RecordHeader.httpPrefix + field.name.lowercased(), value: Array(field.value.utf8)))
+        for field in ForwardedHeaders.select(request.headers) {
+            headers.append(KafkaHeader(name: RecordHeader.httpPrefix + field.name, value: Array(field.value.utf8)))
         }
+        headers += extraHeaders
         let logger = self.logger
-        producer.send(topic: topic, key: nil, value: request.body, headers: headers) { [self] result in
+        producer.send(topic: topic, key: nil, value: body, headers: headers) { [self] result in
             switch result {
             case .success(let report):
                 if responder.respond(.json(["status": "accepted", "offset": "\(report.partition)@\(report.offset)"])) {
@@ -271,6 +343,15 @@ enum EdgeChecks {
             }
         }
         return .success(object)
+    }
+
+    static let maxLedgerLimit = 10_000
+
+    /// `?limit=` of the ledger: absent means 200; otherwise an integer in 1...maxLedgerLimit.
+    static func ledgerLimit(_ text: String?) -> Int? {
+        guard let text else { return 200 }
+        guard text.utf8.count <= 6, let value = Int(text), (1...maxLedgerLimit).contains(value) else { return nil }
+        return value
     }
 
     /// A path parameter (`/v1/users/{id}`, `/v1/subscriptions/{key}`), as the ids it names are bounded.

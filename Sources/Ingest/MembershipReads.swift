@@ -1,3 +1,4 @@
+import Auth
 import Domain
 import Foundation
 import HTTPServer
@@ -63,9 +64,15 @@ struct MembershipReads: Sendable {
 
     private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    func subscription(_ key: String) throws -> HTTPResponse {
+    /// A user token reads only a subscription linked to its user; for it an unknown key and someone
+    /// else's look the same (403), so it cannot probe which subscriptions exist.
+    func subscription(_ key: String, readableBy principal: Principal?) throws -> HTTPResponse {
         try pool.withConnection { db in
             let states = try loadStates(db, "SELECT state::text AS state FROM subscriptions WHERE subscription_key = \(key)")
+            if let principal, case .user = principal,
+               !(states.first?.userId.map { AccessPolicy.actsFor(principal, user: $0) } ?? false) {
+                return .error(status: 403, reason: "a user token reads only subscriptions linked to its own user")
+            }
             guard let state = states.first else {
                 return .error(status: 404, reason: "no subscription \(key) is known")
             }
@@ -113,6 +120,17 @@ struct MembershipReads: Sendable {
         }
     }
 
+    /// Support's view of one user: membership (null when none is linked) and the newest ledger
+    /// lines together, spliced from the two answers already encoded as JSON.
+    func supportView(_ requested: String) throws -> HTTPResponse {
+        let membership = try userMembership(requested)
+        let ledger = try userLedger(requested, limit: 500)
+        guard ledger.status == 200, let user = try? JSONEncoder().encode(UserId.normalized(requested)) else { return ledger }
+        let body = Array(#"{"ledger":"#.utf8) + ledger.body + Array(#","membership":"#.utf8)
+            + (membership.status == 200 ? membership.body : Array("null".utf8)) + Array(#","userId":"#.utf8) + [UInt8](user) + [UInt8(ascii: "}")]
+        return .json(data: Data(body))
+    }
+
     private func loadStates(_ db: PGConnection, _ sql: SQL) throws -> [SubscriptionState] {
         let decoder = JSONDecoder()
         return try db.query(sql).map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
@@ -138,3 +156,4 @@ struct MembershipReads: Sendable {
         }
     }
 }
+

@@ -1,3 +1,4 @@
+import Auth
 import Domain
 import Foundation
 import HTTPServer
@@ -103,7 +104,10 @@ final class OfferEndpoints: Sendable {
         var refusals: [Item]?
     }
 
-    func sign(_ request: HTTPRequest, _ responder: HTTPResponder) {
+    /// The signature is bound to the caller: a user token asks for its own user only, and the
+    /// signed applicationUsername (StoreKit's appAccountToken, which links the redemption back to the
+    /// account) is the user itself, so per-user limits and R8 count the redemption where it belongs.
+    func sign(_ request: HTTPRequest, principal: Principal?, _ responder: HTTPResponder) {
         guard let configured else { return answer(responder, "signature", .error(status: 503, reason: missing)) }
         if let failure = EventBounds.jsonDepth(request.body) {
             return answer(responder, "signature", .error(status: 400, reason: failure.reason))
@@ -121,6 +125,13 @@ final class OfferEndpoints: Sendable {
                    ("key_id", body.key_id), ("format", body.format), ("kind", body.kind)]
         if let reason = ids.lazy.compactMap({ EdgeChecks.optionalIdentifier($0.1, $0.0) }).first {
             return answer(responder, "signature", .error(status: 400, reason: reason))
+        }
+        if let principal, !AccessPolicy.actsFor(principal, user: body.user_id) {
+            return answer(responder, "signature", .error(status: 403, reason: "a user token requests offer signatures for its own user only"))
+        }
+        if let name = body.application_username, UserId.normalized(name) != UserId.normalized(body.user_id) {
+            return answer(responder, "signature", .error(status: 403, reason:
+                "application_username must be the user the offer is for (it links the redemption to that account); omit it to use user_id"))
         }
         let format = body.format ?? "legacy"
         guard format == "legacy" || format == "jws" else {
@@ -147,9 +158,18 @@ final class OfferEndpoints: Sendable {
         }
         DispatchQueue.global().async { [self] in
             let history: OfferHistory
-            do { history = try configured.reader.history(user: body.user_id) } catch {
+            let owners: Set<String>
+            do {
+                history = try configured.reader.history(user: body.user_id)
+                owners = try body.transaction_id.map { try configured.reader.owners(transaction: $0) } ?? []
+            } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
                 return answer(responder, "signature", .error(status: 503, reason: "database unavailable"))
+            }
+            // Another customer's transaction would bind the signature to them. One nobody owns yet
+            // (a purchase on a new Apple ID) is fine: eligibility was decided for this user.
+            if !owners.isEmpty, !owners.contains(where: { UserId.normalized($0) == UserId.normalized(body.user_id) }) {
+                return answer(responder, "signature", .error(status: 403, reason: "transaction_id belongs to another user"))
             }
             let now = currentTimeMs()
             if intro {
@@ -186,7 +206,7 @@ final class OfferEndpoints: Sendable {
             let signRequest = SignRequest(
                 correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline, kind: format == "jws" ? .promotionalOfferJWS : .legacy,
                 bundleId: bundleId, keyId: body.key_id, productId: product.id, offerId: offer.id,
-                applicationUsername: body.application_username ?? body.user_id, transactionId: body.transaction_id)
+                applicationUsername: body.user_id, transactionId: body.transaction_id)
             configured.client.send(signRequest) { [self] result in
                 respond(result, responder) { reply in
                     if format == "jws" {
@@ -225,6 +245,10 @@ final class OfferEndpoints: Sendable {
         switch result {
         case .success(let reply) where reply.status == .signed:
             answer(responder, "signature", success(reply))
+        case .success(let reply) where reply.reason?.hasPrefix("unknown signing key id") == true:
+            // The caller's key_id names no key of the signer: the request's fault, not the signer's
+            // (the reply carries no code, only OfferSigner's reason text).
+            answer(responder, "signature", .error(status: 404, reason: "key_id names no signing key of the signer"))
         case .success(let reply):
             logger.warning("signer_refused", ["reason": .string(reply.reason ?? "")])
             answer(responder, "signature", .error(status: 502, reason: "the signer refused: \(reply.reason ?? "no reason given")"))

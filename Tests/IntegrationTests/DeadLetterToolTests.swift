@@ -17,7 +17,7 @@ final class DeadLetterToolTests: XCTestCase {
         // A real dead letter from decode, and one as decode would write it for a notification refused
         // before a fix (say, a shared secret rotated too early): its original is a valid notification.
         let marker = UUID().uuidString
-        XCTAssertEqual(try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: Data(#"{"hello":"\#(marker)"}"#.utf8)).status, 200)
+        XCTAssertEqual(try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: Data(#"{"hello":"\#(marker)","password":"\#(TestCredentials.v1Secret)"}"#.utf8)).status, 200)
         let key = "4000\(Int.random(in: 100_000...999_999))"
         let original = try V1Bodies.data(try V1Bodies.initialBuy(originalTransactionId: key))
         let refused = DeadLetterRecord(stage: "decode", kind: "invalid_shared_secret", message: "V1 password does not match",

@@ -81,14 +81,14 @@ final class HostileInputTests: XCTestCase {
         do {
             try waitUntil("\(expectedLetters.count) hostile inputs are dead-lettered", timeout: 60, interval: 0.5) {
                 letters = try deadLetterKinds(world.cluster)
-                return expectedLetters.allSatisfy { letters[$0.body] != nil }
+                return expectedLetters.allSatisfy { letters[Self.stored($0.body)] != nil }
             }
         } catch {
-            throw ClusterError("\(error); missing: \(expectedLetters.filter { letters[$0.body] == nil }.map(\.name))")
+            throw ClusterError("\(error); missing: \(expectedLetters.filter { letters[Self.stored($0.body)] == nil }.map(\.name))")
         }
         for expected in expectedLetters {
-            XCTAssertEqual(letters[expected.body]?.stage, expected.stage, expected.name)
-            if let wanted = expected.kind { XCTAssertEqual(letters[expected.body]?.kind, wanted, expected.name) }
+            XCTAssertEqual(letters[Self.stored(expected.body)]?.stage, expected.stage, expected.name)
+            if let wanted = expected.kind { XCTAssertEqual(letters[Self.stored(expected.body)]?.kind, wanted, expected.name) }
         }
         // No process exited or was replaced.
         for (role, pid) in zip(roles, pids) {
@@ -97,12 +97,20 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
-    /// The dead letters on the topic, by original bytes. The one place that knows their format.
+    /// A body as ingest stores it, for matching dead letters: ingest removes a V1 body's `password`
+    /// (issue 11), so bodies compare without it, in one canonical JSON form.
+    static func stored(_ body: Data) -> Data {
+        guard var object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any], object["password"] != nil else { return body }
+        object.removeValue(forKey: "password")
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? body
+    }
+
+    /// The dead letters on the topic, by original bytes (V1 passwords aside). The one place that knows their format.
     private func deadLetterKinds(_ cluster: Cluster) throws -> [Data: (stage: String, kind: String)] {
         var kinds: [Data: (stage: String, kind: String)] = [:]
         for record in try cluster.readTopic(Topic.deadLetter, atLeast: 1, timeout: 8) {
             if let letter = DeadLetterRecord(record) {
-                kinds[Data(letter.value)] = (letter.stage, letter.kind)
+                kinds[Self.stored(Data(letter.value))] = (letter.stage, letter.kind)
             }
         }
         return kinds

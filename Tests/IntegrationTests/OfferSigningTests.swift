@@ -114,8 +114,8 @@ final class OfferSigningTests: XCTestCase {
         ])])
 
         // Eligible, no offer named: the win-back offer is picked and signed (legacy form).
-        let legacy = try signature(offers, ["user_id": lapsed, "product_id": "vip.1m", "format": "legacy",
-                                            "application_username": "A1B2C3D4-Token"])
+        // applicationUsername is the user itself (issue 11: a signature binds to the account it is for).
+        let legacy = try signature(offers, ["user_id": lapsed, "product_id": "vip.1m", "format": "legacy"])
         XCTAssertEqual(legacy.status, 200, legacy.text)
         let answer = try XCTUnwrap(legacy.json)
         XCTAssertEqual(answer["offer_id"] as? String, "winback")
@@ -124,7 +124,7 @@ final class OfferSigningTests: XCTestCase {
         let timestamp = try XCTUnwrap((answer["timestamp"] as? NSNumber)?.int64Value)
         // Against the clock now: `now` was taken when XCTest built the test instances, possibly minutes ago.
         XCTAssertLessThan(abs(timestamp - Int64(Date().timeIntervalSince1970 * 1000)), 60_000)
-        let payload = [OfferCluster.bundleId, OfferCluster.keyId, "vip.1m", "winback", "a1b2c3d4-token", nonce, String(timestamp)]
+        let payload = [OfferCluster.bundleId, OfferCluster.keyId, "vip.1m", "winback", lapsed.lowercased(), nonce, String(timestamp)]
             .joined(separator: "\u{2063}")
         let der = try XCTUnwrap((answer["signature"] as? String).flatMap { Base64.decode($0) })
         XCTAssertTrue(try publicKey().verify(signature: der, message: Array(payload.utf8)), "verifies over Apple's payload")

@@ -7,12 +7,15 @@ public struct RawInput: Sendable {
     public var body: [UInt8]
     public var receivedAtMs: Int64
     public var position: RecordPosition?
+    /// Ingest checked the V1 shared secret and removed `password` (RecordHeader.v1SecretVerified).
+    public var v1SecretVerifiedAtEdge: Bool
 
-    public init(source: RawSource, body: [UInt8], receivedAtMs: Int64, position: RecordPosition?) {
+    public init(source: RawSource, body: [UInt8], receivedAtMs: Int64, position: RecordPosition?, v1SecretVerifiedAtEdge: Bool = false) {
         self.source = source
         self.body = body
         self.receivedAtMs = receivedAtMs
         self.position = position
+        self.v1SecretVerifiedAtEdge = v1SecretVerifiedAtEdge
     }
 }
 
@@ -48,6 +51,9 @@ public struct AppleInputDecoder: Sendable {
                 return v2.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
                     .mapError { .permanent($0) }
             }
+            // A body ingest verified carries no password any more; one with a password (an older
+            // record, a re-driven dead letter) is checked here as before.
+            let v1 = input.v1SecretVerifiedAtEdge && object["password"] == nil ? NotificationV1Decoder() : self.v1
             return v1.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
                 .mapError { .permanent($0) }
         case .appStoreServerAPI:

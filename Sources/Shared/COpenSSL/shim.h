@@ -10,6 +10,7 @@
 #include <openssl/cms.h>
 #include <openssl/sha.h>
 #include <openssl/rand.h>
+#include <openssl/hmac.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/objects.h>

@@ -29,6 +29,7 @@ public final class HTTPServer: Sendable {
     public let maxBodyBytes: Int
     public let connectionLimit: Int
     public let connectionTimeoutSeconds: Int
+    public let connectionsPerAddress: Int
     private let core: ServerCore
     private let lifecycle = Mutex(Lifecycle.idle)
     private let port = Atomic<Int>(0)
@@ -43,9 +44,15 @@ public final class HTTPServer: Sendable {
     ///   - port: 0 picks a free port; read it from `boundPort` after `start()`.
     ///   - maxBodyBytes: larger bodies are answered 413 without being buffered.
     ///   - connectionLimit: connections over this are refused by the library.
-    ///   - connectionTimeoutSeconds: idle connections are closed after this (parked ones never are).
+    ///   - connectionTimeoutSeconds: idle connections are closed after this (parked ones never are);
+    ///     it is also the longest a client may pause while sending its headers.
+    ///   - connectionsPerAddress: connections one client IP address may hold at once (0: no limit
+    ///     beyond `connectionLimit`), so slow clients from one place cannot take every slot.
+    ///   - bodyTimeout: the longest a body may take to arrive once the headers are in; a slower
+    ///     client is hung up on.
     public init(host: String = "127.0.0.1", port: Int, threads: Int, maxBodyBytes: Int,
-                connectionLimit: Int = 1024, connectionTimeoutSeconds: Int = 30,
+                connectionLimit: Int = 1024, connectionTimeoutSeconds: Int = 30, connectionsPerAddress: Int = 0,
+                bodyTimeout: Duration = .seconds(60),
                 handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void) {
         self.host = host
         self.requestedPort = port
@@ -53,7 +60,8 @@ public final class HTTPServer: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.connectionLimit = connectionLimit
         self.connectionTimeoutSeconds = connectionTimeoutSeconds
-        self.core = ServerCore(handler: handler, maxBodyBytes: maxBodyBytes)
+        self.connectionsPerAddress = connectionsPerAddress
+        self.core = ServerCore(handler: handler, maxBodyBytes: maxBodyBytes, bodyTimeout: bodyTimeout)
     }
 
     deinit { stop() }
@@ -139,6 +147,7 @@ public final class HTTPServer: Sendable {
                 option(MHD_OPTION.NOTIFY_COMPLETED, function: unsafeBitCast(requestCompletedCallback, to: UnsafeRawPointer.self),
                        context: coreOpaque),
             ]
+            if connectionsPerAddress > 0 { options.append(option(MHD_OPTION.PER_IP_CONNECTION_LIMIT, connectionsPerAddress)) }
             // One thread means MHD's single internal thread; a "pool" of one draws a warning.
             if threads > 1 { options.append(option(MHD_OPTION.THREAD_POOL_SIZE, threads)) }
             options.append(option(MHD_OPTION.END, 0))

@@ -9,6 +9,7 @@ import Synchronization
 final class ServerCore: Sendable {
     let handler: @Sendable (HTTPRequest, HTTPResponder) -> Void
     let maxBodyBytes: Int
+    let bodyTimeout: Duration
     /// Past the limit we read and drop at most this much more, so an ordinary client still
     /// gets its 413; a client that keeps sending after that is hung up on.
     let discardLimit: Int
@@ -24,9 +25,10 @@ final class ServerCore: Sendable {
         var parked: [ObjectIdentifier: HTTPResponder] = [:]
     }
 
-    init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int) {
+    init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int, bodyTimeout: Duration = .seconds(60)) {
         self.handler = handler
         self.maxBodyBytes = maxBodyBytes
+        self.bodyTimeout = bodyTimeout
         self.discardLimit = max(maxBodyBytes, 4 << 20)
     }
 
@@ -76,6 +78,8 @@ final class ServerCore: Sendable {
 
     private func receive(_ upload: UnsafePointer<CChar>?, count: Int, into responder: HTTPResponder) -> MHD_Result {
         guard let upload else { return MHD_Result.YES }
+        // A client trickling its body (a byte now and then resets MHD's idle timeout) is hung up on.
+        if Date().timeIntervalSince(responder.receivedAt) > Double(bodyTimeout.components.seconds) { return MHD_Result.NO }
         return responder.state.withLock { state in
             switch state.phase {
             case .receiving:

@@ -131,6 +131,9 @@ public enum Vocabulary {
         .init(name: "sign_request_failed", meaning: "A sign request could not be sent to the signer."),
         .init(name: "signer_refused", meaning: "The signer refused a request (its reason is returned to the client)."),
         .init(name: "sign_replies_reader_ready", meaning: "Ingest reads the signer's replies."),
+        .init(name: "insecure_v1_notifications_accepted", meaning: "Ingest started without a V1 shared secret (the insecure setting): V1 can be forged."),
+        .init(name: "no_client_credentials_configured", meaning: "Ingest started with no API key or token key: every client route answers 401."),
+        .init(name: "v1_secret_mismatch", meaning: "A V1 notification without the configured shared secret was refused with 401 (debug level)."),
         .init(name: "sign_reply_poll_failed", meaning: "Polling the signer's replies failed; retried."),
         // Signer
         .init(name: "signer_started", meaning: "The signer loaded its keys (ids only are logged)."),

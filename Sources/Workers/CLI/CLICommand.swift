@@ -54,6 +54,8 @@ struct Environment {
             throw UsageError("no Kafka bootstrap servers: pass --bootstrap or set KAFKA_BOOTSTRAP_SERVERS")
         }
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
+        // TLS and SASL towards the brokers (KafkaSecurity): applied last, like every raw property.
+        config.extra.merge(try KafkaSecurity.properties()) { $1 }
         let environment = ProcessInfo.processInfo.environment
         if let session = environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"], let ms = Int64(session) {
             config.sessionTimeout = .milliseconds(ms)

@@ -131,14 +131,16 @@ private func driveDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, 
         }
     }
     let sample = showcase.compactMap(\.1).first ?? "<user_id>"
+    // The service key dev printed above (docs/security.md): every client route needs a credential.
+    let key = IngestCredential.apiKey ?? "<API_KEY>"
     say("""
 
         Try:
-          curl \(ingestURL)/v1/users/\(sample)/membership
-          curl '\(ingestURL)/v1/users/\(sample)/ledger?limit=20'
-          curl \(ingestURL)/v1/users/\(sample)/offers
+          curl -H 'Authorization: Bearer \(key)' \(ingestURL)/v1/users/\(sample)/membership
+          curl -H 'Authorization: Bearer \(key)' '\(ingestURL)/v1/users/\(sample)/ledger?limit=20'
+          curl -H 'Authorization: Bearer \(key)' \(ingestURL)/v1/users/\(sample)/offers
           curl \(ingestURL)/metrics
-        More: storeledger simulate scenarios --ingest \(ingestURL) --dir \(setup.directory)
+        More: STORELEDGER_API_KEY=\(key) storeledger simulate scenarios --ingest \(ingestURL) --dir \(setup.directory)
         StoreLedger keeps running; Ctrl-C stops everything.
         """)
 }

@@ -72,6 +72,8 @@ struct DevCommand: CLICommand {
         if let demo { environment.merge(demo.environment) { $1 } }
         let keyDirectory = try DevSigningKey.create()
         defer { try? FileManager.default.removeItem(atPath: keyDirectory.path) }
+        let credentials = try DevCredentials.create(directory: keyDirectory.path, environment: environment)
+        environment.merge(credentials.environment) { $1 }
         let ingestPort = port == 0 ? try FreePort.loopback() : port
         let ingestPid = try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(ingestPort)],
                                                    environment: environment))
@@ -79,6 +81,7 @@ struct DevCommand: CLICommand {
         var signerEnvironment = environment
         signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
         signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
+        signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
         var admin: [String: String] = [:]
         // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
@@ -99,6 +102,7 @@ struct DevCommand: CLICommand {
         // Machine-readable lines first (tests and scripts parse them), then a human summary.
         var lines = ["BOOTSTRAP=\(servers)", "DATABASE_URL=\(redacted(databaseURL))", "INGEST=http://127.0.0.1:\(ingestPort)"]
         if let embedded { lines.append("POSTGRES_DIR=\(embedded.directory)") }
+        lines += credentials.lines
         lines += pids.keys.sorted().map { "PID \($0)=\(pids[$0]!)" }
         lines += admin.keys.sorted().map { "ADMIN \($0)=\(admin[$0]!)" }
         lines += [
@@ -111,9 +115,11 @@ struct DevCommand: CLICommand {
             "  user           GET  http://127.0.0.1:\(ingestPort)/v1/users/{user_id}/membership | /ledger",
             "  health         GET  http://127.0.0.1:\(ingestPort)/healthz  /readyz  /metrics",
             "  kafka          \(servers)",
-        ]
+        ] + credentials.usage("http://127.0.0.1:\(ingestPort)")
         print(lines.joined(separator: "\n"))
         fflush(nil)
+        // The demo's simulated app calls ingest as the company's backend would.
+        IngestCredential.apiKey = credentials.apiKey
         if let demo { try runDemo(demo, ingestURL: "http://127.0.0.1:\(ingestPort)", bootstrap: servers, databaseURL: databaseURL) }
         stop.wait()
         if let role = failed.withLock({ $0 }) {

@@ -115,6 +115,16 @@ struct IngestCommand: CLICommand {
         guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
             throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
         }
+        // Edge limits (docs/security.md): per-address connections, idle (header) and body timeouts.
+        let environment = ProcessInfo.processInfo.environment
+        func bounded(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let value = Int(text), range.contains(value) else { throw UsageError("\(name) must be an integer in \(range)") }
+            return value
+        }
+        config.maxConnectionsPerAddress = try bounded("STORELEDGER_MAX_CONNECTIONS_PER_ADDRESS", 0...100_000) ?? config.maxConnectionsPerAddress
+        config.idleTimeoutSeconds = try bounded("STORELEDGER_HTTP_IDLE_TIMEOUT_S", 1...3600) ?? config.idleTimeoutSeconds
+        if let body = try bounded("STORELEDGER_HTTP_BODY_TIMEOUT_S", 1...3600) { config.bodyTimeout = .seconds(body) }
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
         let service = try IngestService(config: config)

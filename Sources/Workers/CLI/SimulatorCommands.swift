@@ -1,3 +1,4 @@
+import Auth
 import Foundation
 import Runtime
 import Simulator
@@ -77,7 +78,7 @@ struct SimulateCommand: CLICommand {
             print("StoreLedger is up at \(ingestURL)")
         } else {
             guard let given = arguments.value("ingest") ?? ProcessInfo.processInfo.environment["STORELEDGER_INGEST_URL"] else {
-                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env) or --dev")
+                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set STORELEDGER_API_KEY to one of its service keys) or --dev")
             }
             ingestURL = given
         }
@@ -181,6 +182,12 @@ final class DevProcess: Sendable {
         process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)]
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
+        // dev takes this key as its service key; the simulator presents it.
+        let key = try APIKeyRing.generateKey(prefix: "slk_sim")
+        env["STORELEDGER_DEV_API_KEY"] = key
+        IngestCredential.apiKey = key
+        // A load generator is one service key at any rate asked for: lift that key's limit only.
+        env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
         env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
         process.environment = env
         let pipe = Pipe()

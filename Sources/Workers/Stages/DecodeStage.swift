@@ -25,7 +25,8 @@ public struct DecodeStage: StageLogic {
             let receivedAt = record.header(RecordHeader.receivedAt).flatMap { Int64($0) } ?? record.timestamp
             let source = Self.source(of: record)
             let provenance = record.header(RecordHeader.provenance)
-            let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position)
+            let input = RawInput(source: source, body: record.value, receivedAtMs: receivedAt, position: record.position,
+                                 v1SecretVerifiedAtEdge: record.header(RecordHeader.v1SecretVerified) == "true")
             switch decoder.decode(input) {
             case .success(var events):
                 if let provenance { for index in events.indices { events[index].provenance = provenance } }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Simulator
 import Synchronization
 import XCTest
 
@@ -24,8 +25,21 @@ final class Cluster: @unchecked Sendable {
     /// Workers that are not consumer stages: the membership events relay (issue 17).
     static let relays = ["relay"]
 
-    init() throws {
-        supervisor = Supervisor(executable: try Cluster.binary())
+    /// Where every process's log lines go when the test reads them (nil: the test's stderr).
+    let logFile: String?
+
+    /// - Parameter logFile: run each process as `/bin/sh -c 'exec storeledger ... 2>>logFile'`
+    ///   (exec keeps one pid: the process's own), so a test can read every log line.
+    init(logFile: String? = nil) throws {
+        self.logFile = logFile
+        supervisor = Supervisor(executable: logFile == nil ? try Cluster.binary() : "/bin/sh")
+    }
+
+    /// A child of this cluster's supervisor, wrapped so its stderr lands in `logFile` when set.
+    func child(_ role: String, _ arguments: [String], environment: [String: String], onExit: Supervisor.ExitPolicy = .ignore) throws -> Supervisor.Child {
+        guard let logFile else { return .init(role: role, arguments: arguments, environment: environment, onExit: onExit) }
+        return .init(role: role, arguments: ["-c", "exec \"$0\" \"$@\" 2>>\"\(logFile)\"", try Cluster.binary()] + arguments,
+                     environment: environment, onExit: onExit)
     }
 
     /// The built `storeledger` executable (scripts/test.sh exports STORELEDGER_BIN).
@@ -46,8 +60,8 @@ final class Cluster: @unchecked Sendable {
     func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
         let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "4", "--control-port", "0"],
-                                   environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
+        try supervisor.start(try child("broker", ["broker", "--partitions", "4", "--control-port", "0"],
+                                       environment: ["STORELEDGER_LOG_LEVEL": "warning"])) { line in
             // CONTROL= is printed before BOOTSTRAP=, which is the signal.
             if line.hasPrefix("CONTROL=") { address.withLock { $0.control = String(line.dropFirst(8)) } }
             if line.hasPrefix("BOOTSTRAP=") {
@@ -70,14 +84,15 @@ final class Cluster: @unchecked Sendable {
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
                            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000", "STORELEDGER_KAFKA_FETCH_WAIT_MS": "10",
                            "STORELEDGER_LOG_LEVEL": ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"]
+        // Credentials first, so a test's own settings (the simulator's V1 secret) win.
+        environment.merge(TestCredentials.environment) { $1 }
         environment.merge(extraEnvironment) { $1 }
-        try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(port)],
-                                   environment: environment, onExit: .ignore))
+        IngestCredential.apiKey = TestCredentials.serviceKey
+        try supervisor.start(try child("ingest", ["ingest", "--port", String(port)], environment: environment))
         for stage in Cluster.stages + Cluster.relays {
             let adminPort = try FreePort.loopback()
             adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
-            try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                       environment: environment, onExit: workerExit))
+            try supervisor.start(try child(stage, ["worker", stage, "--admin-port", String(adminPort)], environment: environment, onExit: workerExit))
         }
         try waitUntilReady(timeout: 60)
         try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }

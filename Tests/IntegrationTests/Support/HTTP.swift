@@ -3,8 +3,11 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// A blocking HTTP client for tests.
+/// A blocking HTTP client for tests. Requests present the test service key unless told otherwise
+/// (`authorization: nil` sends none).
 enum HTTP {
+    static let serviceKey = TestCredentials.bearer(TestCredentials.serviceKey)
+
     struct Response {
         var status: Int
         var body: Data
@@ -13,20 +16,25 @@ enum HTTP {
         var text: String { String(decoding: body, as: UTF8.self) }
     }
 
-    static func get(_ url: String, timeout: TimeInterval = 10) throws -> Response {
-        try send(URLRequest(url: URL(string: url)!), timeout: timeout)
+    static func get(_ url: String, timeout: TimeInterval = 10, authorization: String? = serviceKey) throws -> Response {
+        var request = URLRequest(url: URL(string: url)!)
+        request.setValue(authorization, forHTTPHeaderField: "Authorization")
+        return try send(request, timeout: timeout)
     }
 
-    static func post(_ url: String, body: Data, contentType: String = "application/json", timeout: TimeInterval = 10) throws -> Response {
+    static func post(_ url: String, body: Data, contentType: String = "application/json", timeout: TimeInterval = 10,
+                     authorization: String? = serviceKey, headers: [String: String] = [:]) throws -> Response {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = "POST"
         request.httpBody = body
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        request.setValue(authorization, forHTTPHeaderField: "Authorization")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         return try send(request, timeout: timeout)
     }
 
-    static func post(_ url: String, json: [String: Any], timeout: TimeInterval = 10) throws -> Response {
-        try post(url, body: try JSONSerialization.data(withJSONObject: json), timeout: timeout)
+    static func post(_ url: String, json: [String: Any], timeout: TimeInterval = 10, authorization: String? = serviceKey) throws -> Response {
+        try post(url, body: try JSONSerialization.data(withJSONObject: json), timeout: timeout, authorization: authorization)
     }
 
     private final class Box: @unchecked Sendable {

@@ -39,18 +39,18 @@ final class OfferCluster: @unchecked Sendable {
             PromotionalOffer(id: "upgrade", productId: "vip.12m.premium", audience: .currentLowerLevel, priority: 10),
         ])
 
-    init() throws {
-        cluster = try Cluster()
+    init(logFile: String? = nil) throws {
+        cluster = try Cluster(logFile: logFile)
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("offer-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
     static var signingKeyPath: String { get throws { try GeneratedPKI.shared().offerKeyPath } }
 
-    func start() throws {
+    func start(extraEnvironment: [String: String] = [:]) throws {
         try JSONEncoder().encode(Self.catalog).write(to: URL(fileURLWithPath: catalogPath))
         try cluster.start(extraEnvironment: ["STORELEDGER_CATALOG": catalogPath,
-                                             "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)])
+                                             "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)].merging(extraEnvironment) { $1 })
         try startSigner()
         try waitUntilSigning()
     }

@@ -27,6 +27,9 @@ public enum RecordHeader {
     public static let provenance = "storeledger.provenance"
     public static let eventType = "storeledger.event-type"         // MembershipEventType raw value
     public static let relaySequence = "storeledger.relay-seq"      // the relay's publication order, decimal text
+    /// Set by ingest on a V1 notification whose shared secret it verified and then removed from
+    /// the body (a secret is never stored): decode accepts such a body without `password`.
+    public static let v1SecretVerified = "storeledger.v1-secret-verified"
 }
 
 /// Where a raw record came from at the edge.

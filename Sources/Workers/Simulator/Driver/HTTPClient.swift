@@ -1,4 +1,17 @@
 import Foundation
+import Synchronization
+
+/// The service API key the simulator's app-side requests present to ingest (receipt uploads,
+/// reads, offer requests): set by whoever starts a run (`storeledger dev --demo`, `simulate --dev`,
+/// tests), else STORELEDGER_API_KEY. Apple's endpoint gets none, as from Apple.
+public enum IngestCredential {
+    private static let key = Mutex<String?>(ProcessInfo.processInfo.environment["STORELEDGER_API_KEY"].flatMap { $0.isEmpty ? nil : $0 })
+
+    public static var apiKey: String? {
+        get { key.withLock { $0 } }
+        set { key.withLock { $0 = newValue } }
+    }
+}
 
 /// A small blocking HTTP/1.1 client over one keep-alive TCP connection: the simulator makes
 /// hundreds of thousands of requests, and one connection per worker thread keeps that cheap and
@@ -38,6 +51,7 @@ final class HTTPConnection {
     func request(_ method: String, _ path: String, body: [UInt8]?) throws -> Response {
         if fd < 0 { try connect() }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUser-Agent: storeledger-simulator\r\n"
+        if let key = IngestCredential.apiKey, !path.hasPrefix("/v1/notifications/") { head += "Authorization: Bearer \(key)\r\n" }
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
         let bytes = Array(head.utf8) + (body ?? [])

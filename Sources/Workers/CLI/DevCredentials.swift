@@ -1,0 +1,77 @@
+import Auth
+import Crypto
+import Foundation
+
+/// The credentials `storeledger dev` makes for one run, so the defaults stay strict and everything
+/// works out of the box: a service API key, an admin (support) key, an HS256 secret for end-user
+/// tokens, a V1 shared secret and a throwaway App Store Connect issuer id for the signer's JWS
+/// forms. Only hashes and file paths reach the processes' environment; the keys are printed once
+/// for the developer and live no longer than the run (the secret file sits in dev's 0700 directory).
+struct DevCredentials {
+    static let jwtIssuer = "storeledger-dev"
+    static let jwtAudience = "storeledger"
+    static let demoUser = "dev-user-1"
+
+    let apiKey: String
+    let adminKey: String
+    let jwtSecret: [UInt8]
+    let jwtSecretFile: String
+    let v1SharedSecret: String
+    let issuerId: String
+
+    /// STORELEDGER_DEV_API_KEY, STORELEDGER_V1_SHARED_SECRETS and STORELEDGER_SIGNING_ISSUER_ID, when set, are used instead of new ones
+    /// (scripts and tests that start dev know their key in advance).
+    static func create(directory: String, environment: [String: String]) throws -> DevCredentials {
+        let given = ProcessInfo.processInfo.environment
+        let secret = try SecureRandom.bytes(count: 32)
+        let file = directory + "/jwt-hs256.secret"
+        let encoded = Base64URL.encode(secret)
+        guard FileManager.default.createFile(atPath: file, contents: Data(encoded.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw DevError("cannot write the dev token secret")
+        }
+        let v1 = environment["STORELEDGER_V1_SHARED_SECRETS"] ?? given["STORELEDGER_V1_SHARED_SECRETS"].flatMap { $0.isEmpty ? nil : $0 }
+        let generatedKey = try APIKeyRing.generateKey(prefix: "slk_dev")
+        let generatedV1 = "dev-v1-" + Base64URL.encode(try SecureRandom.bytes(count: 12))
+        return DevCredentials(
+            apiKey: given["STORELEDGER_DEV_API_KEY"].flatMap { $0.isEmpty ? nil : $0 } ?? generatedKey,
+            adminKey: try APIKeyRing.generateKey(prefix: "sla_dev"),
+            jwtSecret: Array(encoded.utf8), jwtSecretFile: file,
+            v1SharedSecret: v1 ?? generatedV1,
+            issuerId: given["STORELEDGER_SIGNING_ISSUER_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? UUID().uuidString.lowercased())
+    }
+
+    /// What ingest and the workers are started with: hashes, paths and names, never a key.
+    var environment: [String: String] {
+        ["STORELEDGER_API_KEYS": "dev=\(APIKeyRing.hash(apiKey))",
+         "STORELEDGER_ADMIN_KEYS": "dev-support=\(APIKeyRing.hash(adminKey))",
+         "STORELEDGER_JWT_HS256_SECRET_FILES": jwtSecretFile,
+         "STORELEDGER_JWT_ISSUER": Self.jwtIssuer, "STORELEDGER_JWT_AUDIENCE": Self.jwtAudience,
+         "STORELEDGER_V1_SHARED_SECRETS": v1SharedSecret]
+    }
+
+    /// A day-long token for `user`, as the company's login service would issue it.
+    func userToken(_ user: String = DevCredentials.demoUser) -> String {
+        JWTMinter.hs256(secret: jwtSecret, issuer: Self.jwtIssuer, audience: Self.jwtAudience, subject: user, lifetime: 86_400)
+    }
+
+    /// Machine-readable lines (tests and scripts parse them).
+    var lines: [String] {
+        ["API_KEY=\(apiKey)", "ADMIN_KEY=\(adminKey)", "USER_TOKEN=\(userToken())", "USER=\(Self.demoUser)",
+         "V1_SHARED_SECRET=\(v1SharedSecret)", "SIGNER_ISSUER_ID=\(issuerId)"]
+    }
+
+    func usage(_ ingest: String) -> [String] {
+        [
+            "",
+            "Dev credentials (new each run; docs/security.md explains each kind):",
+            "  service API key  \(apiKey)",
+            "      curl -H 'Authorization: Bearer \(apiKey)' \(ingest)/v1/users/\(Self.demoUser)/membership",
+            "  user token       for \(Self.demoUser), 24 h (HS256, iss \(Self.jwtIssuer), aud \(Self.jwtAudience)); acts for that user only",
+            "      curl -H \"Authorization: Bearer $USER_TOKEN\" \(ingest)/v1/users/\(Self.demoUser)/offers",
+            "  admin key        \(adminKey)",
+            "      curl -H 'Authorization: Bearer \(adminKey)' \(ingest)/v1/admin/users/\(Self.demoUser)",
+            "  V1 shared secret \(v1SharedSecret)  (Apple's V1 notifications must carry it as password)",
+            "  signer issuer id \(issuerId)  (throwaway: dev signs legacy and JWS offers)",
+        ]
+    }
+}

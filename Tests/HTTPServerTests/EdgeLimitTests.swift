@@ -1,0 +1,58 @@
+import Foundation
+import HTTPServer
+import XCTest
+
+/// Contract: the edge limits of issue 11 at the library level. A body trickled slower than the
+/// body timeout is hung up on without reaching the handler; connections from one address beyond
+/// its cap are closed at once while the first ones stay served.
+final class EdgeLimitTests: XCTestCase {
+    func testTrickledBodyIsHungUpOnAfterTheBodyTimeout() throws {
+        let handled = Collected<String>()
+        let server = HTTPServer(port: 0, threads: 2, maxBodyBytes: 1024, connectionTimeoutSeconds: 30, bodyTimeout: .seconds(1)) { request, responder in
+            handled.append(request.path)
+            responder.respond(.text("ok"))
+        }
+        try server.start()
+        defer { server.stop() }
+        let client = try RawConnection(port: server.boundPort)
+        client.send("POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+        let started = Date()
+        var closedAfter: TimeInterval?
+        for _ in 0..<40 {
+            client.send("x")
+            Thread.sleep(forTimeInterval: 0.1)
+            var byte: UInt8 = 0
+            if recv(client.fd, &byte, 1, Int32(MSG_DONTWAIT)) == 0 {
+                closedAfter = Date().timeIntervalSince(started)
+                break
+            }
+        }
+        let after = try XCTUnwrap(closedAfter, "the server kept a 10-bytes-a-second body for 4 s")
+        XCTAssertGreaterThanOrEqual(after, 0.9, "not before the timeout")
+        XCTAssertLessThan(after, 3.5, "soon after the timeout")
+        XCTAssertEqual(handled.all, [], "the handler never saw the request")
+        // An ordinary request still gets its answer.
+        let ordinary = try RawConnection(port: server.boundPort)
+        ordinary.send("POST /fast HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
+        XCTAssertEqual(ordinary.readResponse().status, 200)
+    }
+
+    func testConnectionsOverThePerAddressCapAreClosed() throws {
+        let server = HTTPServer(port: 0, threads: 2, maxBodyBytes: 1024, connectionsPerAddress: 3) { _, responder in
+            responder.respond(.text("ok"))
+        }
+        try server.start()
+        defer { server.stop() }
+        let clients = try (0..<6).map { _ in try RawConnection(port: server.boundPort) }
+        Thread.sleep(forTimeInterval: 0.5)
+        let closed = clients.filter { client in
+            var byte: UInt8 = 0
+            let count = recv(client.fd, &byte, 1, Int32(MSG_DONTWAIT))
+            return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        }.count
+        XCTAssertEqual(closed, 3, "three over the cap of three")
+        let first = clients[0]
+        first.send("GET /still HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(first.readResponse().status, 200, "the ones under the cap are served")
+    }
+}
