@@ -31,7 +31,8 @@ final class KeyCustodyTests: XCTestCase {
         try supervisor.start(.init(role: "consumption", arguments: ["worker", "consumption"], environment: api.cliEnvironment, onExit: .restart))
         let adminPort = try FreePort.loopback()
         try supervisor.start(.init(role: "ingest-admin", arguments: ["ingest", "--port", String(adminPort)],
-                                   environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 }, onExit: .restart))
+                                   environment: api.cliEnvironment.merging(TestCredentials.environment) { $1 }.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 },
+                                   onExit: .restart))
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let userId = StoreState.userUUID(seed: 0x6E7, index: 1)
         let otid = try api.subscriber(userId, atMs: nowMs - 86_400_000).originalTransactionId
@@ -42,7 +43,8 @@ final class KeyCustodyTests: XCTestCase {
         try waitUntil("ingest with the admin routes answers", timeout: 120, interval: 0.5) {
             (try? HTTP.get("http://127.0.0.1:\(adminPort)/healthz").status) == 200
         }
-        XCTAssertEqual(try HTTP.post("http://127.0.0.1:\(adminPort)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60).status, 200)
+        XCTAssertEqual(try HTTP.post("http://127.0.0.1:\(adminPort)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60,
+                                      authorization: TestCredentials.bearer(TestCredentials.adminKey)).status, 200)
         let scans = scanner.stop()
         print("[custody] \(scans.rounds) scan rounds over \(scans.processes.count) storeledger processes; key holders \(scans.holders)")
 

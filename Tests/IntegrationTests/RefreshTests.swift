@@ -50,11 +50,12 @@ final class RefreshTests: XCTestCase {
         }
         let adminPort = try FreePort.loopback()
         try api.sim.cluster.supervisor.start(.init(role: "ingest-admin", arguments: ["ingest", "--port", String(adminPort)],
-                                                   environment: api.cliEnvironment.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 },
+                                                   environment: api.cliEnvironment.merging(TestCredentials.environment) { $1 }.merging(["STORELEDGER_INGEST_SERVER_API": "on"]) { $1 },
                                                    onExit: .restart))
         let adminURL = "http://127.0.0.1:\(adminPort)"
         try waitUntil("ingest with the admin routes answers", timeout: 120, interval: 0.5) { (try? HTTP.get("\(adminURL)/healthz").status) == 200 }
-        let answer = try HTTP.post("\(adminURL)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60)
+        let answer = try HTTP.post("\(adminURL)/v1/admin/refresh/\(otid)", body: Data(), timeout: 60,
+                                   authorization: TestCredentials.bearer(TestCredentials.adminKey))
         XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
         let second = try XCTUnwrap(try JSONDecoder().decode([String: Report].self, from: answer.body)["refresh"])
         XCTAssertTrue(second.resumedFromRevision)

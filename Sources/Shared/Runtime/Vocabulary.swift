@@ -142,6 +142,7 @@ public enum Vocabulary {
         .init(name: "request_invalid", meaning: "A sign request could not be parsed."),
         .init(name: "metrics_write_failed", meaning: "The signer could not write its metrics file."),
         // Membership events and webhooks
+        .init(name: "relay_database_unavailable", meaning: "The relay lost PostgreSQL (its lock went with it); it waits with backoff and starts a new session."),
         .init(name: "relay_started", meaning: "The relay holds the relay lock and publishes."),
         .init(name: "relay_recovered", meaning: "The relay marked as published what the topic's tail shows already landed."),
         .init(name: "relay_publish_failed", meaning: "A relay round was not acknowledged; the relay starts over from the topic's tail."),

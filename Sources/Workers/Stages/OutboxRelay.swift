@@ -49,7 +49,25 @@ public final class OutboxRelay: Service, @unchecked Sendable {
 
     public var isReady: Bool { ready.load(ordering: .acquiring) }
 
+    /// A lost PostgreSQL connection (a restart, a failover) ends the session, not the process:
+    /// the advisory lock went with the connection, so the relay waits with backoff, takes the lock
+    /// again (or waits for the relay that took it) and recovers from the topic's tail.
     public func run(until stop: StopSignal) throws -> Int32 {
+        var backoff = Duration.milliseconds(200)
+        while !stop.isStopped {
+            do {
+                return try session(until: stop)
+            } catch let error as PGError where error.kind == .connection {
+                ready.store(false, ordering: .releasing)
+                logger.warning("relay_database_unavailable", ["error": .string(error.description), "retry_ms": .of(Int(backoff / .milliseconds(1)))])
+                _ = stop.wait(timeout: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+        return 0
+    }
+
+    private func session(until stop: StopSignal) throws -> Int32 {
         let lock = try PGConnection(url: config.databaseURL)
         defer { lock.close() }
         while !stop.isStopped {
@@ -62,6 +80,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         defer { db.close() }
         let partitions = try partitionCount()
         var producer = try KafkaProducer(config: config.kafka)
+        defer { producer.close() }
         try recover(db)
         ready.store(true, ordering: .releasing)
         logger.info("relay_started", ["partitions": .of(Int(partitions)), "topic": .string(config.topic)])
@@ -81,7 +100,6 @@ public final class OutboxRelay: Service, @unchecked Sendable {
                 ready.store(true, ordering: .releasing)
             }
         }
-        producer.close()
         return 0
     }
 
