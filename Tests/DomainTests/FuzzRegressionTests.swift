@@ -39,4 +39,50 @@ final class FuzzRegressionTests: XCTestCase {
         }
         XCTAssertEqual(book.subscriptions["s2"]?.entitlement(group: "vip"), [interval(t0, t0 + 10 * day)])
     }
+
+    /// ChaosTests, 2026-12-01: a consumable credited and its refund debited twice. Classify, killed
+    /// after publishing a batch but before committing its offsets, published the purchase and the
+    /// refund commands again behind the first copies; the second purchase command put back the grant
+    /// without its refund. Older news about a purchase (an earlier decoded position) changes nothing,
+    /// for consumables, subscriptions and a later expiry alike; equal positions (a replay) still apply.
+    func testARedeliveredPrefixOfCommandsAddsNoLedgerEntry() {
+        let coins = Apple.tx("C1", otid: "C1", product: "coins.100", purchase: t0)
+        var refundedCoins = coins
+        refundedCoins.cancellationDateMs = t0 + day
+        let period = Apple.period("10", otid: "s1", start: t0)
+        var refundedPeriod = period
+        refundedPeriod.cancellationDateMs = t0 + 15 * day
+        var extended = period
+        extended.expiresDateMs = t0 + 40 * day
+        let histories: [(String, String, [TransactionFacts])] = [
+            ("C1", "C1|p", [coins, refundedCoins]), ("s1", "s1|p", [period, refundedPeriod]), ("s1", "s1|p", [period, extended]),
+        ]
+        for (otid, purchase, facts) in histories {
+            var book = MembershipBook()
+            var commands: [MembershipCommand] = []
+            var ledger: [LedgerEntry] = []
+            for (offset, transaction) in facts.enumerated() {
+                let event = Apple.v1(offset == 0 ? "INITIAL_BUY" : "REFUND", otid: otid, [transaction], id: "\(otid)-\(offset)")
+                let change = PurchaseChange(purchaseId: purchase, kind: offset == 0 ? .new : .changed, transaction: transaction,
+                                            aliases: [transaction.transactionId])
+                let position = RecordPosition(topic: Topic.decoded, partition: 3, offset: Int64(40 + offset))
+                let step = classify(UniqueEvent(event: event, purchases: [change], decodedPosition: position), catalog: TestCatalog.standard)
+                commands += step
+                for command in step { ledger += book.apply(command) }
+            }
+            let settled = book
+            for command in commands {
+                XCTAssertEqual(book.apply(command), [], "\(otid): redelivered \(command.commandId) after newer news")
+            }
+            XCTAssertEqual(book, settled)
+            XCTAssertEqual(ledger.count, Set(ledger.map { "\($0.commandId) \($0.kind) \(String(describing: $0.interval)) \(String(describing: $0.amount))" }).count)
+            // A replay of the latest input under a corrected rule still reaches the state (a day more).
+            guard let latest = commands.last(where: { if case .purchase = $0.action { true } else { false } }),
+                  case .purchase(var grant) = latest.action, let end = grant.endMs, grant.cut == nil else { continue }
+            grant.endMs = end + day
+            var corrected = latest
+            corrected.action = .purchase(grant)
+            XCTAssertEqual(book.apply(corrected).map(\.kind), [.extend], "\(otid): a corrected command at the same position applies")
+        }
+    }
 }

@@ -11,7 +11,9 @@ import Foundation
 ///    JSON), as if it got there some other way;
 /// then dedupe → classify → membership apply, with each stage's entry check, as the stages chain them
 /// (each output goes through its JSON encoding, as it does on the topics), and every command is applied
-/// twice: the redelivery must change nothing. The same events also run
+/// twice: the redelivery must change nothing; at the end the whole command history is delivered again
+/// (a stage killed before its offset commit republishes a prefix behind newer records) and must change
+/// nothing either. The same events also run
 /// through the domain *without* the entry checks: no value may make the arithmetic trap even if a
 /// check is missed.
 @discardableResult
@@ -30,10 +32,11 @@ func fuzzOne(_ bytes: [UInt8]) -> (checked: Int, unchecked: Int) {
             unchecked.decoded(event)
         }
         if let command = try? JSONDecoder().decode(MembershipCommand.self, from: Data(record)) {
-            checked.command(command)
-            unchecked.command(command)
+            checked.injected(command)
+            unchecked.injected(command)
         }
     }
+    checked.redeliverHistory()
     return (checked.entries, unchecked.entries)
 }
 
@@ -63,6 +66,11 @@ struct PurePipeline {
     var book = MembershipBook()
     /// Ledger entries made (replays print them: a seed that makes none exercises little).
     var entries = 0
+    /// The decoded topic's next offset, and every command classify made, in order.
+    var nextOffset: Int64 = 0
+    var history: [MembershipCommand] = []
+    /// A command fed from the input itself carries any position (or none): no order to check against.
+    var injected = false
 
     init(enforceBounds: Bool) { self.enforceBounds = enforceBounds }
 
@@ -73,8 +81,32 @@ struct PurePipeline {
         let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [])
         known[event.subscriptionKey] = outcome.updated
         guard !outcome.changes.isEmpty || event.notification != nil || event.renewalInfo != nil || event.appUserId != nil else { return }
-        guard let unique = roundTrip(UniqueEvent(event: event, purchases: outcome.changes)), passes(EventBounds.check(unique)) else { return }
-        for command in classify(unique, catalog: FuzzSetup.catalog) { self.command(command) }
+        let position = RecordPosition(topic: Topic.decoded, partition: 0, offset: nextOffset)
+        nextOffset += 1
+        guard let unique = roundTrip(UniqueEvent(event: event, purchases: outcome.changes, decodedPosition: position)),
+              passes(EventBounds.check(unique)) else { return }
+        for command in classify(unique, catalog: FuzzSetup.catalog) {
+            self.command(command)
+            history.append(command)
+        }
+    }
+
+    /// A command record from the input.
+    mutating func injected(_ command: MembershipCommand) {
+        injected = true
+        self.command(command)
+    }
+
+    /// Every command again, in order, after all of them: nothing may change.
+    mutating func redeliverHistory() {
+        guard !injected else { return }
+        let settled = book
+        for command in history {
+            guard let command = roundTrip(command), passes(EventBounds.check(command)) else { continue }
+            let again = book.apply(command)
+            precondition(again.isEmpty, "redelivering \(command.commandId) after newer commands made \(again.map(\.kind))")
+        }
+        precondition(book == settled, "redelivering the command history changed the state")
     }
 
     mutating func command(_ command: MembershipCommand) {

@@ -54,4 +54,10 @@ public struct RecordPosition: Codable, Sendable, Hashable {
     }
 
     public var description: String { "\(topic)/\(partition)@\(offset)" }
+
+    /// Earlier in the same partition. Positions in different partitions (a topic repartitioned)
+    /// are not ordered.
+    public func isBefore(_ other: RecordPosition) -> Bool {
+        topic == other.topic && partition == other.partition && offset < other.offset
+    }
 }

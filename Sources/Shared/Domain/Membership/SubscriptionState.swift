@@ -22,6 +22,11 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
     public var environment: String?
     /// Per group, the instants Apple said a grace period ended (GRACE_PERIOD_EXPIRED).
     public var graceEnds: [String: [Int64]] = [:]
+    /// Per purchase id, the decoded-topic position of the input whose facts `grants` holds. Dedupe
+    /// merges a purchase's facts in that topic's order, so a command from an earlier position is
+    /// older news: a redelivered prefix (a stage killed between publish and offset commit) must not
+    /// put back a grant without the refund that followed it (issue 9).
+    public var factPositions: [String: RecordPosition] = [:]
 
     public init(subscriptionKey: String, userId: String? = nil) {
         self.subscriptionKey = subscriptionKey
@@ -63,6 +68,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case subscriptionKey, userId, grants, granted, credited, recordedCommands, renewal, graces, claims, environment, graceEnds
+        case factPositions
     }
 
     public init(from decoder: any Decoder) throws {
@@ -78,6 +84,7 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         claims = try container.decodeIfPresent([String: Int64].self, forKey: .claims) ?? [:]
         environment = try container.decodeIfPresent(String.self, forKey: .environment)
         graceEnds = try container.decodeIfPresent([String: [Int64]].self, forKey: .graceEnds) ?? [:]
+        factPositions = try container.decodeIfPresent([String: RecordPosition].self, forKey: .factPositions) ?? [:]
     }
 
     /// Sets are encoded sorted: the stored state must be byte-identical however it was reached.
@@ -94,5 +101,6 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         if !claims.isEmpty { try container.encode(claims, forKey: .claims) }
         try container.encodeIfPresent(environment, forKey: .environment)
         if !graceEnds.isEmpty { try container.encode(graceEnds, forKey: .graceEnds) }
+        if !factPositions.isEmpty { try container.encode(factPositions, forKey: .factPositions) }
     }
 }
