@@ -5,16 +5,46 @@ import XCTest
 /// The state is partitioned like the topics: every table of the migrated schema is listed in
 /// docs/scaling.md with its distribution key, and its primary key leads with that key.
 final class SchemaDistributionTests: XCTestCase {
-    func testEveryTablesPrimaryKeyLeadsWithItsDistributionKey() throws {
+    /// A private server with every migration applied by `storeledger migrate`.
+    private func migratedServer() throws -> EmbeddedPostgres {
         let server = try EmbeddedPostgres.start()
-        defer { server.stop() }
         let migrate = Process()
         migrate.executableURL = URL(fileURLWithPath: try Cluster.binary())
         migrate.arguments = ["migrate", "--database-url", server.url]
         try migrate.run()
         migrate.waitUntilExit()
         XCTAssertEqual(migrate.terminationStatus, 0)
+        return server
+    }
 
+    /// Issue 9: the same change written twice by one command is refused by the schema itself; the
+    /// same change with another reason (a replay's compensation after a later fix) is not.
+    func testTheLedgerRefusesAChangeWrittenTwiceByOneCommand() throws {
+        let server = try migratedServer()
+        defer { server.stop() }
+        let db = try PGConnection(url: server.url)
+        defer { db.close() }
+        func insert(_ reason: String, amount: Int?) throws {
+            try db.execute("""
+                INSERT INTO ledger (subscription_key, kind, purchase_id, group_id, amount, before_intervals, after_intervals,
+                                    reason, command_id, cause)
+                VALUES ('s1', 'credit', 'p1', 'coins', \(amount), '[]', '[]', \(reason), 'e1#p:p1', '{}')
+                """)
+        }
+        try insert("credits 100 units", amount: 100)
+        XCTAssertThrowsError(try insert("credits 100 units", amount: 100)) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "23505", "\(error)")
+        }
+        try insert("replay after a fix (version 2): credits 100 units", amount: 100)
+        try insert("credits 200 units", amount: 200)
+        try insert("no amount", amount: nil)
+        XCTAssertThrowsError(try insert("no amount", amount: nil), "NULLs count as equal")
+        XCTAssertEqual(try db.query("SELECT count(*)::int AS n FROM ledger").first?.int("n"), 4)
+    }
+
+    func testEveryTablesPrimaryKeyLeadsWithItsDistributionKey() throws {
+        let server = try migratedServer()
+        defer { server.stop() }
         let db = try PGConnection(url: server.url)
         defer { db.close() }
         // The first column of each table's primary key, in key order.

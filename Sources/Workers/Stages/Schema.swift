@@ -267,5 +267,15 @@ public enum Schema {
         FROM grants g
         LEFT JOIN purchases p ON p.subscription_key = g.subscription_key AND p.purchase_id = g.purchase_id;
         """),
+        Migration(version: 7, name: "one ledger entry per command and change", sql: """
+        -- Issue 9: a command applied again (a redelivery) must write nothing; should a bug ever make it
+        -- write the same change twice, the batch is refused (23505 -> dead letter with provenance)
+        -- instead of granting twice. The reason is part of it: a replay's compensation names the code
+        -- version that wrote it, so fixing a rule, breaking it and fixing it again stays possible.
+        -- Leads with the distribution key, as every unique index must.
+        CREATE UNIQUE INDEX ledger_once ON ledger (subscription_key, command_id, kind, purchase_id, group_id,
+                                                   interval_start_ms, interval_end_ms, amount, cut_kind, md5(reason))
+            NULLS NOT DISTINCT;
+        """),
     ]
 }
