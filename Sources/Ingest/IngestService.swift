@@ -29,6 +29,10 @@ public struct IngestConfig: Sendable {
     public var idleTimeoutSeconds = 10
     /// The longest a request's body may take to arrive once its headers are in.
     public var bodyTimeout: Duration = .seconds(30)
+    /// A read (and `/readyz`'s database check) not answered by PostgreSQL by then gets 503.
+    public var readTimeout: Duration = .seconds(5)
+    /// Reads waiting on PostgreSQL at once; more get 503 at once (BoundedReads).
+    public var maxReadsInFlight = 32
 
     public init(kafka: KafkaConfig, databaseURL: String?) {
         self.kafka = kafka
@@ -49,6 +53,7 @@ public final class IngestService: Sendable {
     private let server: HTTPServer
     private let security: EdgeSecuritySettings
     private let limiter = RateLimiter()
+    private let bounded: BoundedReads
 
     public init(config: IngestConfig) throws {
         let security = try config.security ?? EdgeSecuritySettings.fromEnvironment()
@@ -57,6 +62,7 @@ public final class IngestService: Sendable {
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.
         kafka.deliveryTimeout = config.writeTimeout
         self.config = config
+        self.bounded = BoundedReads(timeout: config.readTimeout, maxInFlight: config.maxReadsInFlight)
         self.producer = try KafkaProducer(config: kafka)
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
         self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool)
@@ -121,7 +127,7 @@ public final class IngestService: Sendable {
         case .health:
             responder.respond(.json(["status": "ok"]))
         case .ready:
-            responder.respond(readiness())
+            readiness(responder)
         case .metrics:
             responder.respond(.text(Metrics.shared.exposition()))
         case .openAPI:
@@ -133,9 +139,9 @@ public final class IngestService: Sendable {
         case .offerSignature:
             offers.sign(request, principal: principal, responder)
         case .subscription(let key):
-            read(responder) { try $0.subscription(key, readableBy: principal) }
+            read(route, responder) { try $0.subscription(key, readableBy: principal) }
         case .userMembership(let user):
-            read(responder) { try $0.userMembership(user) }
+            read(route, responder) { try $0.userMembership(user) }
         case .userOffers(let user):
             offers.userOffers(user: user, request, responder)
         case .userLedger(let user):
@@ -143,9 +149,9 @@ public final class IngestService: Sendable {
                 responder.respond(.error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
                 return
             }
-            read(responder) { try $0.userLedger(user, limit: limit) }
+            read(route, responder) { try $0.userLedger(user, limit: limit) }
         case .adminUser(let user):
-            read(responder) { try $0.supportView(user) }
+            read(route, responder) { try $0.supportView(user) }
         case .adminServerAPI:
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
             let segments = request.path.split(separator: "/").map(String.init)
@@ -253,30 +259,26 @@ public final class IngestService: Sendable {
         }
     }
 
-    private func readiness() -> HTTPResponse {
-        guard let reads else { return .json(["status": "ready", "database": "not configured"]) }
-        do {
-            try reads.ping()
-            return .json(["status": "ready"])
-        } catch {
-            return .error(status: 503, reason: "database unavailable")
-        }
+    private func readiness(_ responder: HTTPResponder) {
+        guard let reads else { return _ = responder.respond(.json(["status": "ready", "database": "not configured"])) }
+        bounded.run(responder, {
+            do {
+                try reads.ping()
+                return .json(["status": "ready"])
+            } catch {
+                return .error(status: 503, reason: "database unavailable")
+            }
+        }, answered: { _ in })
     }
 
-    private func read(_ responder: HTTPResponder, _ body: @escaping @Sendable (MembershipReads) throws -> HTTPResponse) {
+    private func read(_ route: IngestRoute, _ responder: HTTPResponder,
+                      _ body: @escaping @Sendable (MembershipReads) throws -> HTTPResponse) {
         guard let reads else {
             responder.respond(.error(status: 503, reason: "read API needs DATABASE_URL"))
             return
         }
-        // Reads block on PostgreSQL: keep them off the HTTP pool threads.
-        DispatchQueue.global().async { [logger] in
-            do {
-                responder.respond(try body(reads))
-            } catch {
-                logger.error("read_failed", ["error": .string(String(describing: error))])
-                responder.respond(.error(status: 503, reason: "database unavailable"))
-            }
-        }
+        let name = route.metricName
+        bounded.run(responder, { try body(reads) }, answered: { [self] status in count(name, status) })
     }
 }
 

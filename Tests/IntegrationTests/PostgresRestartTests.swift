@@ -1,5 +1,6 @@
 import Foundation
 import Runtime
+import Synchronization
 import XCTest
 
 /// Contract: PostgreSQL going away mid-run is an outage the stages wait out, not a crash: while it
@@ -38,5 +39,36 @@ final class PostgresRestartTests: XCTestCase {
         for pid in pids.compactMap({ $0 }) { XCTAssertEqual(kill(pid, 0), 0, "still running") }
         let entries = try cluster.database().query("SELECT count(*)::bigint AS n FROM ledger WHERE subscription_key LIKE \("%\(key)%")")
         XCTAssertEqual(try entries.first?.int64("n"), 1, "granted exactly once")
+    }
+
+    /// A hung PostgreSQL (every process stopped, sockets open) holds no client of the read API:
+    /// each read is answered 503 within ingest's read timeout (5 s), reads beyond the in-flight
+    /// bound at once, and reads work again as soon as the server resumes.
+    func testReadsAnswer503InTimeWhilePostgresHangs() throws {
+        let cluster = try Cluster()
+        try cluster.start()
+        defer { cluster.stop() }
+        let url = "\(cluster.ingestURL)/v1/users/nobody-\(Int.random(in: 1_000...9_999))/membership"
+        XCTAssertNotEqual(try HTTP.get(url).status, 503)
+        try cluster.freezePostgres(true)
+        var resumed = false
+        defer { if !resumed { try? cluster.freezePostgres(false) } }
+        let readers = 40   // more than the 32 reads ingest lets wait on PostgreSQL at once
+        let answers = Mutex<[(status: Int, seconds: Double)]>([])
+        DispatchQueue.concurrentPerform(iterations: readers) { _ in
+            let started = Date()
+            let status = (try? HTTP.get(url, timeout: 30).status) ?? -1
+            answers.withLock { $0.append((status, Date().timeIntervalSince(started))) }
+        }
+        let all = answers.withLock { $0 }
+        XCTAssertEqual(all.map(\.status), Array(repeating: 503, count: readers), "every read answered 503 while PostgreSQL hangs")
+        XCTAssertLessThan(all.map(\.seconds).max() ?? 99, 12, "within the read timeout, not held")
+        let ready = try HTTP.get("\(cluster.ingestURL)/readyz", timeout: 20)
+        XCTAssertEqual(ready.status, 503, "not ready while the database hangs")
+        try cluster.freezePostgres(false)
+        resumed = true
+        try waitUntil("reads work again once PostgreSQL resumes", timeout: 30, interval: 0.5) {
+            (try? HTTP.get(url, timeout: 10).status).map { $0 != 503 } ?? false
+        }
     }
 }

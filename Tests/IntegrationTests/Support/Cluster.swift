@@ -132,6 +132,19 @@ final class Cluster: @unchecked Sendable {
         try postgres.restart(downFor: downFor)
     }
 
+    /// SIGSTOP (or SIGCONT) to the postmaster and every backend: a hung server that still holds
+    /// its sockets open, which neither libpq's keepalives nor the server's statement_timeout notice.
+    func freezePostgres(_ frozen: Bool) throws {
+        guard let postgres else { throw ClusterError("no PostgreSQL started") }
+        let pidFile = try String(contentsOfFile: postgres.directory + "/data/postmaster.pid", encoding: .utf8)
+        guard let line = pidFile.split(separator: "\n").first, let pid = Int32(line) else { throw ClusterError("no postmaster pid") }
+        let signal = frozen ? SIGSTOP : SIGCONT
+        // Children first when stopping (none starts a query meanwhile), the postmaster first when resuming.
+        if !frozen { Foundation.kill(pid, signal) }
+        _ = try? Subprocess.run("/usr/bin/pkill", [frozen ? "-STOP" : "-CONT", "-P", String(pid)])
+        if frozen { Foundation.kill(pid, signal) }
+    }
+
     /// Sends one fault command to the broker's control channel (`BrokerFault` documents them).
     @discardableResult
     func brokerFault(_ path: String) throws -> HTTP.Response {
