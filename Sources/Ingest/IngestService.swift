@@ -21,6 +21,8 @@ public struct IngestConfig: Sendable {
     public var offers = OfferSettings.fromEnvironment()
     /// Refresh and consumption reads that ask Apple (issue 16); nil: not served.
     public var serverAPIAdmin: ServerAPIAdminRoutes?
+    /// The webhook delivery log and finance reports for operators (issue 17); nil: answered 503.
+    public var adminReads: AdminReadRoutes?
     /// Credentials, V1 shared secrets, rate limits; nil: read from the environment at start (EdgeSecuritySettings).
     public var security: EdgeSecuritySettings?
     /// Connections one client address may hold (slow clients from one place cannot take them all).
@@ -146,6 +148,12 @@ public final class IngestService: Sendable {
             read(responder) { try $0.userLedger(user, limit: limit) }
         case .adminUser(let user):
             read(responder) { try $0.supportView(user) }
+        case .adminWebhooks:
+            admin(responder) { try $0.webhookList() }
+        case .adminWebhookDeliveries(let endpoint):
+            admin(responder) { try $0.webhookDeliveries(endpoint, request) }
+        case .adminReport(let report):
+            admin(responder) { try $0.report(report, request) }
         case .adminServerAPI:
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
             let segments = request.path.split(separator: "/").map(String.init)
@@ -260,6 +268,22 @@ public final class IngestService: Sendable {
             return .json(["status": "ready"])
         } catch {
             return .error(status: 503, reason: "database unavailable")
+        }
+    }
+
+    /// The operator reads, off the HTTP pool threads like `read`.
+    private func admin(_ responder: HTTPResponder, _ body: @escaping @Sendable (AdminReadRoutes) throws -> HTTPResponse) {
+        guard let routes = config.adminReads else {
+            responder.respond(.error(status: 503, reason: "operator reads need DATABASE_URL"))
+            return
+        }
+        DispatchQueue.global().async { [logger] in
+            do {
+                responder.respond(try body(routes))
+            } catch {
+                logger.error("read_failed", ["error": .string(String(describing: error))])
+                responder.respond(.error(status: 503, reason: "database unavailable"))
+            }
         }
     }
 

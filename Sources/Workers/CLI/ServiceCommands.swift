@@ -109,6 +109,7 @@ struct IngestCommand: CLICommand {
         config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        config.adminReads = config.databaseURL.map { AdminReads.routes(databaseURL: $0) }
         if ProcessInfo.processInfo.environment["STORELEDGER_INGEST_SERVER_API"] == "on" {
             config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
         }

@@ -79,6 +79,24 @@ public struct FinanceTransaction: Sendable, Equatable {
 
 public func utcDay(_ ms: Int64) -> String { String(TimeText.iso(ms).prefix(10)) }
 
+/// Midnight UTC of the day `YYYY-MM-DD` in ms, or nil when it is not a real calendar day.
+public func utcDayStartMs(_ text: String) -> Int64? {
+    let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+    guard text.utf8.count == 10, parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+          parts.allSatisfy({ $0.utf8.allSatisfy { (48...57).contains($0) } }),
+          let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
+          (1...12).contains(month), (1...31).contains(day) else { return nil }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yoe = y - era * 400
+    let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+    let ms = Int64(era * 146_097 + doe - 719_468) * 86_400_000
+    // 2025-02-30 maps to a day in March: refused by the round trip.
+    return utcDay(ms) == text ? ms : nil
+}
+
 public struct ReconcileRow: Codable, Sendable, Equatable {
     public var day: String
     public var environment: String
