@@ -122,8 +122,8 @@ doc = {
     "/v1/admin/reports/{report}": {"get": {"operationId": "financeReport", "summary": "Operators: subscription metrics or finance reconciliation per UTC day, environment and product (storeledger report)",
         "security": admin, "parameters": [
             {"name": "report", "in": "path", "required": True, "schema": {"enum": ["metrics", "reconcile"]}},
-            {"name": "from", "in": "query", "required": True, "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-01"},
-            {"name": "to", "in": "query", "required": True, "description": "Inclusive; at most 730 days after from", "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-31"},
+            {"name": "from", "in": "query", "required": True, "schema": {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-01"},
+            {"name": "to", "in": "query", "required": True, "description": "Inclusive; a range longer than 731 days is cut there (the answer's `to` says where); before from: no rows", "schema": {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-31"},
             {"name": "environment", "in": "query", "required": False, "schema": {"enum": ["Production", "Sandbox", "Xcode", "LocalTesting"]}}],
         "responses": {"200": ok({"$ref": "#/components/schemas/FinanceReport"}), **errors_client}}},
   }}

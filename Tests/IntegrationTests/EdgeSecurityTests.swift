@@ -103,8 +103,14 @@ final class EdgeSecurityTests: XCTestCase {
         }
         expect(400, try HTTP.get("\(ingest)/v1/admin/reports/metrics?from=2025-02-30&to=2025-03-01",
                                  authorization: TestCredentials.bearer(TestCredentials.adminKey)), "not a calendar day")
-        expect(400, try HTTP.get("\(ingest)/v1/admin/reports/metrics?from=2020-01-01&to=2025-01-01",
-                                 authorization: TestCredentials.bearer(TestCredentials.adminKey)), "more than two years per call")
+        let long = try HTTP.get("\(ingest)/v1/admin/reports/metrics?from=2020-01-01&to=2025-01-01",
+                                authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        expect(200, long, "a longer range is cut")
+        XCTAssertEqual(long.json?["to"] as? String, "2021-12-31", "at 731 days")
+        let backwards = try HTTP.get("\(ingest)/v1/admin/reports/reconcile?from=2025-02-01&to=2025-01-01",
+                                     authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        expect(200, backwards, "to before from is an empty range")
+        XCTAssertEqual((backwards.json?["rows"] as? [Any])?.count, 0)
         expect(400, try HTTP.get("\(ingest)/v1/admin/webhooks/bad%20id/deliveries",
                                  authorization: TestCredentials.bearer(TestCredentials.adminKey)), "endpoint id out of bounds")
         expect(200, try HTTP.get("\(ingest)/healthz", authorization: nil), "health is public")
