@@ -6,6 +6,7 @@ def ref(name): return {"$ref": f"#/components/responses/{name}"}
 ident = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"}
 def user_param(): return {"name": "user_id", "in": "path", "required": True, "description": "The account's user id (R17: UUIDs compare in any case).", "schema": ident, "example": "user-1"}
 client = [{"serviceKey": []}, {"userToken": []}]
+admin = [{"adminKey": []}]
 errors_client = {"400": ref("BadRequest"), "401": ref("Unauthorized"), "403": ref("Forbidden"), "404": ref("NotFound"), "429": ref("TooManyRequests"), "503": ref("Unavailable")}
 def ok(schema, example=None, desc="OK"):
     c = {"schema": schema}
@@ -27,6 +28,23 @@ doc = {
       "Accepted": {"type": "object", "required": ["status", "offset"], "properties": {"status": {"const": "accepted"}, "offset": {"type": "string", "description": "partition@offset of the raw record"}}, "example": {"status": "accepted", "offset": "3@1041"}},
       "ReceiptUpload": {"type": "object", "required": ["user_id", "receipt_data"], "additionalProperties": True,
                          "properties": {"user_id": ident, "receipt_data": {"type": "string", "minLength": 1, "maxLength": 4096, "pattern": "^[A-Za-z0-9+/=]+$", "description": "base64 of the app receipt (or a StoreKit 2 signed transaction)"}}},
+      "WebhookSummary": {"type": "object", "required": ["endpoint", "cursor", "pending", "delivered", "gaveUp", "attempts"],
+                         "properties": {"endpoint": {"type": "string"}, "cursor": {"type": "integer", "description": "relay_seq of the last outbox row taken"},
+                                        "pending": {"type": "integer"}, "delivered": {"type": "integer"}, "gaveUp": {"type": "integer"},
+                                        "attempts": {"type": "integer"}, "oldestPendingEntryId": {"type": ["integer", "null"]}}},
+      "WebhookEndpoints": {"type": "object", "required": ["endpoints"], "properties": {"endpoints": {"type": "array", "items": {"$ref": "#/components/schemas/WebhookSummary"}}}},
+      "WebhookDeliveries": {"type": "object", "required": ["endpoint", "summary", "attempts"],
+                            "properties": {"endpoint": {"type": "string"}, "summary": {"$ref": "#/components/schemas/WebhookSummary"},
+                                           "attempts": {"type": "array", "items": {"type": "object", "required": ["entryId", "eventType", "attempt", "attemptedAt", "durationMs", "deliveryStatus"],
+                                                                                   "properties": {"entryId": {"type": "integer"}, "eventType": {"type": "string"}, "attempt": {"type": "integer"},
+                                                                                                  "attemptedAt": {"type": "string"}, "httpStatus": {"type": ["integer", "null"]},
+                                                                                                  "error": {"type": ["string", "null"]}, "durationMs": {"type": "integer"},
+                                                                                                  "deliveryStatus": {"enum": ["pending", "delivered", "gave_up"]}}}}}},
+      "FinanceReport": {"type": "object", "required": ["report", "from", "to", "rows"],
+                        "properties": {"report": {"enum": ["metrics", "reconcile"]}, "from": {"type": "string"}, "to": {"type": "string"},
+                                       "environment": {"type": ["string", "null"]},
+                                       "rows": {"type": "array", "items": {"type": "object", "required": ["day", "environment", "productId"],
+                                                "description": "metrics: activeSubscriptions, activeTrials, mrrMilli (per currency), newSubscriptions, trialsEnded, trialsConverted, trialConversionRate, churnedVoluntary, churnedBilling, refunds, charges, refundRate; reconcile: the columns of `storeledger report reconcile`"}}}},
       "NotificationV2": {"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "minLength": 5, "maxLength": 8192, "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}}},
       "NotificationV1": {"type": "object", "required": ["notification_type", "password"], "properties": {"notification_type": {"type": "string", "maxLength": 64, "pattern": "^[A-Z_]{1,64}$"}, "password": {"type": "string", "pattern": "^[!-~]{1,128}$", "description": "The app's shared secret: checked at the edge and removed before the body is stored."}, "environment": {"type": "string", "enum": ["PROD", "Sandbox"]}}},
       "SignRequest": {"oneOf": [
@@ -93,6 +111,21 @@ doc = {
         "responses": {"200": ok({"$ref": "#/components/schemas/Ledger"}), **errors_client}}},
     "/v1/admin/users/{user_id}": {"get": {"operationId": "supportUser", "summary": "Support: any user's membership and ledger together", "security": [{"adminKey": []}], "parameters": [user_param()],
         "responses": {"200": ok({"$ref": "#/components/schemas/SupportView"}), **errors_client}}},
+    "/v1/admin/webhooks": {"get": {"operationId": "webhookEndpoints", "summary": "Operators: every webhook endpoint with its pending, delivered and given-up deliveries (storeledger webhooks list)",
+        "security": admin, "responses": {"200": ok({"$ref": "#/components/schemas/WebhookEndpoints"}), **errors_client}}},
+    "/v1/admin/webhooks/{endpoint}/deliveries": {"get": {"operationId": "webhookDeliveries", "summary": "Operators: one endpoint's delivery attempts, oldest first (storeledger webhooks show)",
+        "security": admin, "parameters": [
+            {"name": "endpoint", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, "example": "crm"},
+            {"name": "entry", "in": "query", "required": False, "description": "Only this ledger entry's attempts (123 or ledger-123)", "schema": {"type": "string", "pattern": "^(ledger-)?[1-9][0-9]{0,17}$"}},
+            {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 200}}],
+        "responses": {"200": ok({"$ref": "#/components/schemas/WebhookDeliveries"}), **errors_client}}},
+    "/v1/admin/reports/{report}": {"get": {"operationId": "financeReport", "summary": "Operators: subscription metrics or finance reconciliation per UTC day, environment and product (storeledger report)",
+        "security": admin, "parameters": [
+            {"name": "report", "in": "path", "required": True, "schema": {"enum": ["metrics", "reconcile"]}},
+            {"name": "from", "in": "query", "required": True, "schema": {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-01"},
+            {"name": "to", "in": "query", "required": True, "description": "Inclusive; a range longer than 731 days is cut there (the answer's `to` says where); before from: no rows", "schema": {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "example": "2025-01-31"},
+            {"name": "environment", "in": "query", "required": False, "schema": {"enum": ["Production", "Sandbox", "Xcode", "LocalTesting"]}}],
+        "responses": {"200": ok({"$ref": "#/components/schemas/FinanceReport"}), **errors_client}}},
   }}
 text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
 swift = '''import Foundation

@@ -90,6 +90,10 @@ enum IngestRoute: Equatable {
     case userMembership(user: String), userOffers(user: String), userLedger(user: String)
     /// Support: one user's membership, subscriptions and ledger in one answer.
     case adminUser(user: String)
+    /// Operators: `/v1/admin/webhooks`, `/v1/admin/webhooks/{endpoint}/deliveries`, `/v1/admin/reports/{report}` (AdminReadRoutes).
+    case adminWebhooks
+    case adminWebhookDeliveries(endpoint: String)
+    case adminReport(AdminReadRoutes.Report)
     /// `/v1/admin/refresh/{id}`, `/v1/admin/users/{id}/consumption`: calls to Apple (ServerAPIAdminRoutes).
     case adminServerAPI
     case wrongMethod(allowed: String)
@@ -118,6 +122,16 @@ enum IngestRoute: Equatable {
         }
         let userRoute = segments.count == 4 && segments[0] == "v1" && segments[1] == "users"
         let adminRoute = segments.count == 4 && segments[0] == "v1" && segments[1] == "admin" && segments[2] == "users"
+        if segments.count >= 3, segments[0] == "v1", segments[1] == "admin", segments[2] == "webhooks" {
+            if segments.count == 3 { return get(.adminWebhooks) }
+            guard segments.count == 5, segments[4] == "deliveries" else { return .notFound }
+            if let reason = AdminReadRoutes.endpointProblem(segments[3]) { return .badPath(reason: reason) }
+            return get(.adminWebhookDeliveries(endpoint: segments[3]))
+        }
+        if segments.count >= 3, segments[0] == "v1", segments[1] == "admin", segments[2] == "reports" {
+            guard segments.count == 4, let report = AdminReadRoutes.Report(rawValue: segments[3]) else { return .notFound }
+            return get(.adminReport(report))
+        }
         if !adminRoute, segments.count >= 3, segments[0] == "v1", segments[1] == "admin" { return .adminServerAPI }
         guard userRoute || adminRoute else { return .notFound }
         let user = segments[adminRoute ? 3 : 2]
@@ -146,6 +160,9 @@ enum IngestRoute: Equatable {
         case .userOffers: "user_offers"
         case .userLedger: "user_ledger"
         case .adminUser: "admin_user"
+        case .adminWebhooks: "admin_webhooks"
+        case .adminWebhookDeliveries: "admin_webhook_deliveries"
+        case .adminReport: "admin_reports"
         case .adminServerAPI: "admin_server_api"
         case .wrongMethod, .badPath, .notFound: "other"
         }
@@ -184,9 +201,10 @@ enum AccessPolicy {
             principal = who
         }
         switch (route, principal) {
-        case (.metrics, .admin), (.adminUser, .admin), (.adminServerAPI, .admin):
+        case (.metrics, .admin), (.adminUser, .admin), (.adminServerAPI, .admin), (.adminWebhooks, .admin),
+             (.adminWebhookDeliveries, .admin), (.adminReport, .admin):
             return .allow
-        case (.metrics, _), (.adminUser, _), (.adminServerAPI, _):
+        case (.metrics, _), (.adminUser, _), (.adminServerAPI, _), (.adminWebhooks, _), (.adminWebhookDeliveries, _), (.adminReport, _):
             return .deny(status: 403, reason: "support and operator routes need an admin key")
         case (.receiptUpload, .admin), (.offerSignature, .admin):
             return .deny(status: 403, reason: "admin keys are for support and operator routes; they do not act for users")

@@ -21,6 +21,8 @@ public struct IngestConfig: Sendable {
     public var offers = OfferSettings.fromEnvironment()
     /// Refresh and consumption reads that ask Apple (issue 16); nil: not served.
     public var serverAPIAdmin: ServerAPIAdminRoutes?
+    /// The webhook delivery log and finance reports for operators (issue 17); nil: answered 503.
+    public var adminReads: AdminReadRoutes?
     /// Credentials, V1 shared secrets, rate limits; nil: read from the environment at start (EdgeSecuritySettings).
     public var security: EdgeSecuritySettings?
     /// Connections one client address may hold (slow clients from one place cannot take them all).
@@ -152,6 +154,12 @@ public final class IngestService: Sendable {
             read(route, responder) { try $0.userLedger(user, limit: limit) }
         case .adminUser(let user):
             read(route, responder) { try $0.supportView(user) }
+        case .adminWebhooks:
+            admin(route, responder) { try $0.webhookList() }
+        case .adminWebhookDeliveries(let endpoint):
+            admin(route, responder) { try $0.webhookDeliveries(endpoint, request) }
+        case .adminReport(let report):
+            admin(route, responder) { try $0.report(report, request) }
         case .adminServerAPI:
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
             let segments = request.path.split(separator: "/").map(String.init)
@@ -269,6 +277,17 @@ public final class IngestService: Sendable {
                 return .error(status: 503, reason: "database unavailable")
             }
         }, answered: { _ in })
+    }
+
+    /// The operator reads, bounded like `read`.
+    private func admin(_ route: IngestRoute, _ responder: HTTPResponder,
+                       _ body: @escaping @Sendable (AdminReadRoutes) throws -> HTTPResponse) {
+        guard let routes = config.adminReads else {
+            responder.respond(.error(status: 503, reason: "operator reads need DATABASE_URL"))
+            return
+        }
+        let name = route.metricName
+        bounded.run(responder, { try body(routes) }, answered: { [self] status in count(name, status) })
     }
 
     private func read(_ route: IngestRoute, _ responder: HTTPResponder,

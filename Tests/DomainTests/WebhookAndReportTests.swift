@@ -80,4 +80,24 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(byDay["2025-02-02"]?.churnedVoluntary, 1)
         XCTAssertEqual(byDay["2025-02-02"]?.churnedBilling, 0)
     }
+
+    /// The report routes and the CLI accept only real calendar days (the operator route checks them at the edge).
+    func testUTCDayStartAcceptsOnlyRealCalendarDays() {
+        XCTAssertEqual(utcDayStartMs("1970-01-01"), 0)
+        XCTAssertEqual(utcDayStartMs("2025-01-01"), 1_735_689_600_000)
+        XCTAssertEqual(utcDayStartMs("2024-02-29"), 1_709_164_800_000)
+        XCTAssertEqual(utcDayStartMs("2000-03-01"), 951_868_800_000)
+        for day in ["2025-02-29", "2025-02-30", "2025-13-01", "2025-00-10", "2025-1-01", "25-01-01", "2025-01-01T", "２０２５-01-01",
+                    "+025-01-01", "2025/01/01", ""] {
+            XCTAssertNil(utcDayStartMs(day), day)
+        }
+        for ms in stride(from: Int64(0), to: 4_102_444_800_000, by: 86_400_000 * 37) {
+            XCTAssertEqual(utcDayStartMs(utcDay(ms)), ms / 86_400_000 * 86_400_000)
+            XCTAssertEqual(utcDayText(ms), utcDay(ms))
+        }
+        // Every year a schema-valid date can name: 0000-9999, padded both ways.
+        for day in ["0000-01-01", "0001-03-01", "0999-12-31", "1969-12-31", "9999-12-31"] {
+            XCTAssertEqual(utcDayStartMs(day).map(utcDayText), day)
+        }
+    }
 }

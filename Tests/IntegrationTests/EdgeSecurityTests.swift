@@ -93,6 +93,26 @@ final class EdgeSecurityTests: XCTestCase {
         expect(200, try HTTP.get(ledger, authorization: TestCredentials.bearer(TestCredentials.adminKey)), "support reads any user")
         expect(200, try HTTP.get("\(ingest)/v1/admin/users/\(alice)", authorization: TestCredentials.bearer(TestCredentials.adminKey)), "support route")
         expect(200, try HTTP.get("\(ingest)/metrics", authorization: TestCredentials.bearer(TestCredentials.adminKey)), "metrics for operators")
+        let operatorRoutes = ["\(ingest)/v1/admin/webhooks", "\(ingest)/v1/admin/reports/metrics?from=2025-01-01&to=2025-01-31",
+                              "\(ingest)/v1/admin/reports/reconcile?from=2025-01-01&to=2025-01-01"]
+        for route in operatorRoutes {
+            expect(200, try HTTP.get(route, authorization: TestCredentials.bearer(TestCredentials.adminKey)), "operator read \(route)")
+            expect(401, try HTTP.get(route, authorization: nil), "operator read without a credential")
+            expect(403, try HTTP.get(route), "service key on an operator read")
+            expect(403, try HTTP.get(route, authorization: aliceToken), "user token on an operator read")
+        }
+        expect(400, try HTTP.get("\(ingest)/v1/admin/reports/metrics?from=2025-02-30&to=2025-03-01",
+                                 authorization: TestCredentials.bearer(TestCredentials.adminKey)), "not a calendar day")
+        let long = try HTTP.get("\(ingest)/v1/admin/reports/metrics?from=2020-01-01&to=2025-01-01",
+                                authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        expect(200, long, "a longer range is cut")
+        XCTAssertEqual(long.json?["to"] as? String, "2021-12-31", "at 731 days")
+        let backwards = try HTTP.get("\(ingest)/v1/admin/reports/reconcile?from=2025-02-01&to=2025-01-01",
+                                     authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        expect(200, backwards, "to before from is an empty range")
+        XCTAssertEqual((backwards.json?["rows"] as? [Any])?.count, 0)
+        expect(400, try HTTP.get("\(ingest)/v1/admin/webhooks/bad%20id/deliveries",
+                                 authorization: TestCredentials.bearer(TestCredentials.adminKey)), "endpoint id out of bounds")
         expect(200, try HTTP.get("\(ingest)/healthz", authorization: nil), "health is public")
         expect(200, try HTTP.get("\(ingest)/openapi.json", authorization: nil), "the contract is public")
 

@@ -6,8 +6,11 @@ import XCTest
 /// Contract (issue 17): after a seeded simulated population went through the real pipeline,
 /// `storeledger report reconcile` and `storeledger report metrics` agree with the simulator's ground
 /// truth (what the App Store recorded) per UTC day, environment and product: purchases, renewals,
-/// free trials, intro prices, promotional offers by id, offer codes, refunds with the time they cut;
-/// new subscriptions, active subscriptions and trials at the end of each day, trial conversions.
+/// free trials, intro prices, promotional offers by id, offer codes, refunds with the time they cut,
+/// and the amounts Apple charged per currency (the simulated App Store prices each product per
+/// storefront, USD and CAD, with discounted offers); new subscriptions, active subscriptions and
+/// trials at the end of each day, trial conversions, MRR per currency, voluntary and billing churn,
+/// refunds and charges (the refund rate). Ingest's `/v1/admin/reports/...` answers the same rows.
 final class FinanceReportTests: XCTestCase {
     func testReconciliationAndMetricsEqualTheSimulatorsGroundTruth() throws {
         let sim = try SimulationCluster()
@@ -38,17 +41,24 @@ final class FinanceReportTests: XCTestCase {
         let truth = sim.store.read { state in Array(state.subscriptions.values) }
         var expected: [String: Counts] = [:]
         var expectedMetrics: [String: MetricCounts] = [:]
+        // Amounts from the simulated App Store's own price list (not from our ledger): per day,
+        // environment, product and currency, the sum of what Apple charged.
+        var expectedGross: [String: Int64] = [:]
+        let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let dayMs: Int64 = 86_400_000
         for subscription in truth {
             for (index, t) in subscription.transactions.enumerated() {
                 let key = "\(utcDay(t.purchaseMs))|\(t.environment.rawValue)|\(t.productId)"
                 expected[key, default: Counts()].add(t)
+                expectedGross["\(key)|\(t.price.currency)", default: 0] += t.price.milli
                 if let cut = t.cancellationMs, !t.isUpgraded {
                     let refundKey = "\(utcDay(cut))|\(t.environment.rawValue)|\(t.productId)"
                     expected[refundKey, default: Counts()].refunds += 1
                     if let end = t.paidEndMs { expected[refundKey, default: Counts()].timeCutMs += max(0, end - max(cut, t.purchaseMs)) }
+                    if t.kind == .autoRenewable { expectedMetrics[refundKey, default: MetricCounts()].refunds += 1 }
                 }
                 guard t.kind == .autoRenewable else { continue }
+                expectedMetrics[key, default: MetricCounts()].charges += 1
                 if index == 0 { expectedMetrics[key, default: MetricCounts()].newSubscriptions += 1 }
                 if t.offer == .freeTrial, let end = t.expiresMs {
                     let trialKey = "\(utcDay(end))|\(t.environment.rawValue)|\(t.productId)"
@@ -67,23 +77,53 @@ final class FinanceReportTests: XCTestCase {
                     if last >= start, last < end {
                         let activeKey = "\(utcDay(dayStart))|\(t.environment.rawValue)|\(t.productId)"
                         expectedMetrics[activeKey, default: MetricCounts()].active += 1
-                        if t.offer == .freeTrial { expectedMetrics[activeKey, default: MetricCounts()].trials += 1 }
+                        if t.offer == .freeTrial {
+                            expectedMetrics[activeKey, default: MetricCounts()].trials += 1
+                        } else if let days = Self.durationDays[t.productId] {
+                            // MRR: the period's price brought to 30 days, in the currency Apple charged.
+                            expectedMetrics[activeKey, default: MetricCounts()].mrrMilli[t.price.currency, default: 0] += t.price.milli * 30 / Int64(days)
+                        }
                     }
                     dayStart += dayMs
                 }
             }
+            // Churn: the day the subscription's last entitlement ended, if that is past; billing when
+            // Apple was still retrying the charge or gave up on it (expiration intent 2).
+            guard subscription.kind == .autoRenewable else { continue }
+            let ends = subscription.transactions.compactMap { t in t.expiresMs.map { (t, min($0, t.cancellationMs ?? .max)) } }
+            if let (last, end) = ends.max(by: { $0.1 < $1.1 }), end <= nowMs {
+                let churnKey = "\(utcDay(end))|\(last.environment.rawValue)|\(last.productId)"
+                let billing: Bool = switch subscription.billing {
+                case .paid: false
+                case .retrying: true
+                case .expired(let intent): intent == "2"
+                }
+                if billing { expectedMetrics[churnKey, default: MetricCounts()].churnedBilling += 1 }
+                else { expectedMetrics[churnKey, default: MetricCounts()].churnedVoluntary += 1 }
+            }
         }
 
         var actual: [String: Counts] = [:]
+        var actualGross: [String: Int64] = [:]
         for row in reconciled {
             let key = "\(row.day)|\(row.environment)|\(row.productId)"
             actual[key, default: Counts()].merge(row)
-            if let currency = row.currency {
-                // The simulated App Store prices every V2 transaction at 9.990 USD.
-                XCTAssertEqual(currency, "USD")
-                XCTAssertEqual(row.grossMilli, 9_990 * Int64(row.purchases + row.renewals), "\(key)")
+            if let currency = row.currency, row.purchases + row.renewals > 0 {
+                actualGross["\(key)|\(currency)", default: 0] += row.grossMilli
             }
+            XCTAssertFalse(row.currency == nil && row.purchases + row.renewals > 0, "a charge without Apple's price: \(row)")
         }
+        let currencies = Set(truth.flatMap { $0.transactions.map(\.price.currency) })
+        let prices = Set(truth.flatMap { $0.transactions.map(\.price.milli) })
+        print("[finance] truth: currencies \(currencies.sorted()), \(prices.count) distinct prices, gross \(expectedGross.values.reduce(0, +)) milli")
+        XCTAssertEqual(currencies, ["USD", "CAD"], "the population pays in two currencies")
+        XCTAssertGreaterThanOrEqual(prices.count, 5, "at several prices")
+        let grossKeys = Set(expectedGross.keys).union(actualGross.keys).filter { $0 >= from && $0 <= to + "~" }.sorted()
+        let differingGross = grossKeys.filter { expectedGross[$0] != actualGross[$0] }
+        for key in differingGross.prefix(15) {
+            print("[finance] gross \(key): truth \(expectedGross[key].map(String.init) ?? "-") report \(actualGross[key].map(String.init) ?? "-")")
+        }
+        XCTAssertEqual(differingGross.count, 0, "\(differingGross.count) of \(grossKeys.count) day/product/currency amounts differ")
         let keys = Set(expected.keys).union(actual.keys).filter { $0 >= from && $0 <= to + "~" }.sorted()
         let differing = keys.filter { !(expected[$0] ?? Counts()).matches(actual[$0] ?? Counts()) }
         for key in differing.prefix(15) {
@@ -101,7 +141,9 @@ final class FinanceReportTests: XCTestCase {
         for row in metrics {
             let key = "\(row.day)|\(row.environment)|\(row.productId)"
             actualMetrics[key] = MetricCounts(newSubscriptions: row.newSubscriptions, active: row.activeSubscriptions, trials: row.activeTrials,
-                                              trialsEnded: row.trialsEnded, trialsConverted: row.trialsConverted)
+                                              trialsEnded: row.trialsEnded, trialsConverted: row.trialsConverted, mrrMilli: row.mrrMilli,
+                                              churnedVoluntary: row.churnedVoluntary, churnedBilling: row.churnedBilling,
+                                              refunds: row.refunds, charges: row.charges)
         }
         let metricKeys = Set(expectedMetrics.keys).union(actualMetrics.keys).filter { $0 >= from && $0 <= to + "~" }.sorted()
         let differingMetrics = metricKeys.filter { (expectedMetrics[$0] ?? MetricCounts()) != (actualMetrics[$0] ?? MetricCounts()) }
@@ -111,7 +153,38 @@ final class FinanceReportTests: XCTestCase {
         XCTAssertEqual(differingMetrics.count, 0, "\(differingMetrics.count) of \(metricKeys.count) metric rows differ")
         XCTAssertGreaterThan(metrics.map(\.activeSubscriptions).reduce(0, +), 0)
         XCTAssertTrue(metrics.contains { !$0.mrrMilli.isEmpty }, "MRR from Apple's prices")
+        let truthTotals = expectedMetrics.values.reduce(into: MetricCounts()) { $0.merge($1) }
+        print("[finance] truth metrics totals: \(truthTotals)")
+        XCTAssertEqual(Set(truthTotals.mrrMilli.keys), ["USD", "CAD"], "MRR in both currencies")
+        XCTAssertGreaterThan(truthTotals.churnedVoluntary, 0)
+        XCTAssertGreaterThan(truthTotals.refunds, 0)
+        // The rates are the counts' quotients, per row.
+        for row in metrics where row.charges > 0 {
+            XCTAssertEqual(try XCTUnwrap(row.refundRate), Double(row.refunds) / Double(row.charges), accuracy: 1e-12)
+        }
+
+        // Ingest's operator route answers the same rows (plus the rates) to the admin key.
+        let answer = try HTTP.get("\(sim.ingestURL)/v1/admin/reports/metrics?from=\(from)&to=\(to)",
+                                  authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        XCTAssertEqual(answer.status, 200, answer.text)
+        let served = try XCTUnwrap(answer.json?["rows"] as? [[String: Any]])
+        let servedRows = try served.map { try decoder.decode(MetricsRow.self, from: JSONSerialization.data(withJSONObject: $0)) }
+        XCTAssertEqual(servedRows, metrics, "the HTTP report is the CLI's")
+        for (object, row) in zip(served, servedRows) {
+            XCTAssertEqual(object["refundRate"] as? Double, row.refundRate)
+            XCTAssertEqual(object["trialConversionRate"] as? Double, row.trialConversionRate)
+        }
+        let reconcileAnswer = try HTTP.get("\(sim.ingestURL)/v1/admin/reports/reconcile?from=\(from)&to=\(to)",
+                                           authorization: TestCredentials.bearer(TestCredentials.adminKey))
+        let servedReconcile = try XCTUnwrap(reconcileAnswer.json?["rows"] as? [[String: Any]])
+            .map { try decoder.decode(ReconcileRow.self, from: JSONSerialization.data(withJSONObject: $0)) }
+        XCTAssertEqual(servedReconcile, reconciled)
     }
+
+    /// Period length per product, from the simulator's catalog (for MRR).
+    static let durationDays: [String: Int] = Dictionary(uniqueKeysWithValues: SimulatorCatalog.standard.products.compactMap { product in
+        product.durationDays.map { (product.id, $0) }
+    })
 
     struct Counts: Equatable, CustomStringConvertible {
         var purchases = 0, renewals = 0, trials = 0, intro = 0, refunds = 0
@@ -163,6 +236,16 @@ final class FinanceReportTests: XCTestCase {
 
     struct MetricCounts: Equatable {
         var newSubscriptions = 0, active = 0, trials = 0, trialsEnded = 0, trialsConverted = 0
+        var mrrMilli: [String: Int64] = [:]
+        var churnedVoluntary = 0, churnedBilling = 0, refunds = 0, charges = 0
+
+        mutating func merge(_ other: MetricCounts) {
+            newSubscriptions += other.newSubscriptions; active += other.active; trials += other.trials
+            trialsEnded += other.trialsEnded; trialsConverted += other.trialsConverted
+            mrrMilli.merge(other.mrrMilli, uniquingKeysWith: +)
+            churnedVoluntary += other.churnedVoluntary; churnedBilling += other.churnedBilling
+            refunds += other.refunds; charges += other.charges
+        }
     }
 
     private func storeledger(_ arguments: [String]) throws -> String {

@@ -24,7 +24,8 @@ final class OpenAPIContractTests: XCTestCase {
         let paths = try XCTUnwrap(document["paths"] as? [String: Any])
         for route in ["/v1/notifications/appstore", "/v1/receipts", "/v1/offers/signature", "/v1/subscriptions/{subscription_key}",
                       "/v1/users/{user_id}/membership", "/v1/users/{user_id}/offers", "/v1/users/{user_id}/ledger",
-                      "/v1/admin/users/{user_id}", "/healthz", "/readyz", "/metrics", "/openapi.json"] {
+                      "/v1/admin/users/{user_id}", "/v1/admin/webhooks", "/v1/admin/webhooks/{endpoint}/deliveries",
+                      "/v1/admin/reports/{report}", "/healthz", "/readyz", "/metrics", "/openapi.json"] {
             XCTAssertNotNil(paths[route], "\(route) is documented")
         }
 

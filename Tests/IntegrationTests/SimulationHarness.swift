@@ -15,7 +15,12 @@ final class SimulationCluster: @unchecked Sendable {
 
     /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
     /// - Parameter workerExit: what happens to a worker that dies (tests that SIGKILL workers restart them).
-    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
+    /// The signer's admin server (`/metrics`), when started with `signerAdmin`.
+    private(set) var signerAdminURL: String?
+
+    /// - Parameter signerAdmin: give the signer `--admin-port` (it opens no socket otherwise).
+    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore,
+         signerAdmin: Bool = false) throws {
         let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
         setup = try SimulatorSetup.prepare(directory: directory)
         store = AppStore(config: setup.config)
@@ -31,7 +36,13 @@ final class SimulationCluster: @unchecked Sendable {
         // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it).
         try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
-        try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
+        var signerArguments = ["signer"]
+        if signerAdmin {
+            let port = try FreePort.loopback()
+            signerAdminURL = "http://127.0.0.1:\(port)"
+            signerArguments += ["--admin-port", String(port)]
+        }
+        try cluster.supervisor.start(.init(role: "signer", arguments: signerArguments,
                                            environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
                                                                              "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
                                                                              "STORELEDGER_LOG_LEVEL": "warning"]) { $1 },

@@ -12,7 +12,8 @@ import XCTest
 /// is healthy all along. The healthy one has every event while the flaky one is still failing (a
 /// failing endpoint slows nobody else); after recovery the flaky one has accepted every event
 /// exactly once, in per-user order; every request's StoreLedger-Signature verifies (also with the
-/// openssl command line, as the README shows); `storeledger webhooks show` logs the failed attempts.
+/// openssl command line, as the README shows); `storeledger webhooks show` logs the failed attempts,
+/// and ingest's admin routes `/v1/admin/webhooks[/{endpoint}/deliveries]` answer the same log.
 final class WebhookDeliveryTests: XCTestCase {
     func testFailingTimingOutAndRecoveringEndpointGetsEveryEventOnceSigned() throws {
         let flaky = try Receiver(secret: "flaky-secret-0123456789abcdef")
@@ -83,6 +84,33 @@ final class WebhookDeliveryTests: XCTestCase {
         let list = try storeledgerOutput(["webhooks", "list", "--database-url", sim.cluster.databaseURL])
         XCTAssertTrue(list.contains(#""delivered":\#(expected.count)"#), list)
         XCTAssertTrue(list.contains(#""pending":0"#), list)
+
+        // The same log over HTTP for operators: admin key only, the same attempts as the CLI's.
+        let admin = TestCredentials.bearer(TestCredentials.adminKey)
+        let endpoints = try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks", authorization: admin)
+        XCTAssertEqual(endpoints.status, 200, endpoints.text)
+        let summaries = try XCTUnwrap(endpoints.json?["endpoints"] as? [[String: Any]])
+        XCTAssertEqual(Set(summaries.compactMap { $0["endpoint"] as? String }), ["flaky", "steady"])
+        for summary in summaries {
+            XCTAssertEqual(summary["delivered"] as? Int, expected.count, "\(summary)")
+            XCTAssertEqual(summary["pending"] as? Int, 0, "\(summary)")
+        }
+        let deliveries = try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?limit=1000", authorization: admin)
+        XCTAssertEqual(deliveries.status, 200, deliveries.text)
+        let attempts = try XCTUnwrap(deliveries.json?["attempts"] as? [[String: Any]])
+        XCTAssertEqual(attempts.count, min(log.count, 1000), "the HTTP log is the CLI's")
+        XCTAssertEqual(Set(attempts.filter { $0["httpStatus"] as? Int == 200 }.compactMap { $0["entryId"] as? Int }.map(Int64.init)),
+                       Set(expected.keys))
+        XCTAssertTrue(attempts.contains { $0["httpStatus"] as? Int == 500 })
+        let one = try XCTUnwrap(expected.keys.min())
+        let single = try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?entry=ledger-\(one)", authorization: admin)
+        let singleAttempts = try XCTUnwrap(single.json?["attempts"] as? [[String: Any]])
+        XCTAssertFalse(singleAttempts.isEmpty)
+        XCTAssertTrue(singleAttempts.allSatisfy { $0["entryId"] as? Int == Int(one) }, single.text)
+        XCTAssertEqual(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/nobody/deliveries", authorization: admin).status, 404)
+        XCTAssertEqual(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?limit=0", authorization: admin).status, 400)
+        XCTAssertEqual(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks").status, 403, "a service key may not read the log")
+        XCTAssertEqual(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries", authorization: nil).status, 401)
         print("[webhooks] \(expected.count) events; flaky endpoint: \(flaky.requests) requests, \(log.count) logged attempts")
     }
 

@@ -179,6 +179,7 @@ public final class PGConnection {
     /// Turns a libpq result into rows, or into a `PGError` (freeing the result).
     private func rows(checking result: OpaquePointer?, statement: String, binds: [PGValue]) throws -> PGRows {
         guard let result else {
+            PGConnection.countError(.connection)
             throw PGError(kind: .connection, message: lastErrorMessage(), statement: statement)
         }
         let status = PQresultStatus(result)
@@ -195,6 +196,7 @@ public final class PGConnection {
         let message = PGError.redact(field(sl_pq_diag_message_primary()) ?? fallback, binds: binds)
         // No SQLSTATE on a failed result means libpq itself failed (usually the socket).
         let kind: PGError.Kind = sqlState == nil && isBroken ? .connection : .server
+        PGConnection.countError(kind)
         throw PGError(kind: kind, sqlState: sqlState,
                       message: message.isEmpty ? "statement failed (\(String(cString: PQresStatus(status))))" : message,
                       detail: field(sl_pq_diag_message_detail()), hint: field(sl_pq_diag_message_hint()),
@@ -213,6 +215,15 @@ public final class PGConnection {
         return firstLine.count > 120 ? String(firstLine.prefix(120)) + "..." : firstLine
     }
 
+    /// `storeledger_pg_errors_total{kind}`: statements the server refused (`server`) and connections
+    /// that could not be opened or broke (`connection`). Both series exist from the first connection
+    /// attempt, at 0, so a dashboard sees the family on every process that talks to PostgreSQL.
+    static func countError(_ kind: PGError.Kind?) {
+        for series in [PGError.Kind.connection, .server] {
+            Metrics.shared.increment("storeledger_pg_errors_total", ["kind": series.rawValue], by: series == kind ? 1 : 0)
+        }
+    }
+
     private static func connect(_ conninfo: String, _ options: PGOptions) throws -> OpaquePointer {
         // The URL is expanded as `dbname` (expand_dbname=1); the keywords after it override its own.
         let pairs = [("dbname", conninfo)] + options.connectKeywords
@@ -223,6 +234,7 @@ public final class PGConnection {
             throw PGError(kind: .connection, message: "libpq could not allocate a connection")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
+            countError(.connection)
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)
             throw PGError(kind: .connection, message: message.isEmpty ? "could not connect" : message)
@@ -233,6 +245,7 @@ public final class PGConnection {
             PQfinish(handle)
             throw error
         }
+        countError(nil)
         return handle
     }
 

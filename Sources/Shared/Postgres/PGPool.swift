@@ -34,7 +34,11 @@ public final class PGPool: Sendable {
     /// Lends a connection to `body` on this thread and takes it back afterwards.
     /// Errors are `body`'s own or a `PGError.connection` when no connection can be opened.
     public func withConnection<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        let asked = DispatchTime.now().uptimeNanoseconds
         permits.wait()
+        // How long a borrower waited for a free slot (not for connecting): a pool too small shows here.
+        Metrics.shared.observe("storeledger_pg_pool_wait_seconds", [:], Double(DispatchTime.now().uptimeNanoseconds - asked) / 1e9,
+                               buckets: PGPool.waitBuckets)
         defer { permits.signal() }
         let slot = slots.withLock { free in free.popLast() ?? nil }
         let pooled: PooledConnection
@@ -47,6 +51,9 @@ public final class PGPool: Sendable {
         defer { giveBack(pooled) }
         return try body(pooled.connection)
     }
+
+    /// 100 µs to 10 s: an uncontended pool answers in microseconds.
+    static let waitBuckets: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10]
 
     /// Number of slots with an open connection that are free right now (for metrics/tests).
     public var idleConnections: Int {

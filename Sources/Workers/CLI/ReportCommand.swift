@@ -24,12 +24,10 @@ struct ReportCommand: CLICommand {
         guard ["csv", "json"].contains(format) else { throw UsageError("--format is csv or json") }
         guard let url = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
         let reads = FinanceReads(try PGConnection(url: url))
-        var transactions = try reads.transactions(fromMs: fromMs, toMs: toMs + 86_400_000)
-        if let environment = arguments.value("environment") { transactions = transactions.filter { $0.environment == environment } }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         if report == "reconcile" {
-            let rows = Reconciliation.rows(transactions, from: from, to: to)
+            let rows = try FinanceReport.reconcile(reads, from: from, to: to, environment: arguments.value("environment"))
             if format == "csv" {
                 print(ReconcileRow.csvHeader)
                 rows.forEach { print($0.csvLine) }
@@ -37,8 +35,7 @@ struct ReportCommand: CLICommand {
                 for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
             }
         } else {
-            let standings = try reads.renewalStandings(Array(Set(transactions.map(\.subscriptionKey))).sorted())
-            let rows = SubscriptionMetrics.rows(transactions, renewals: standings, from: from, to: to, nowMs: currentTimeMs())
+            let rows = try FinanceReport.metrics(reads, from: from, to: to, environment: arguments.value("environment"))
             if format == "csv" {
                 print(MetricsRow.csvHeader)
                 rows.forEach { print($0.csvLine) }
@@ -50,14 +47,26 @@ struct ReportCommand: CLICommand {
     }
 
     /// Midnight UTC of `YYYY-MM-DD`, in ms.
-    static func dayStartMs(_ text: String) -> Int64? {
-        let parts = text.split(separator: "-").compactMap { Int($0) }
-        guard parts.count == 3, text.count == 10, (1...12).contains(parts[1]), (1...31).contains(parts[2]) else { return nil }
-        var components = DateComponents()
-        (components.year, components.month, components.day) = (parts[0], parts[1], parts[2])
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        guard let date = calendar.date(from: components), utcDay(Int64(date.timeIntervalSince1970 * 1000)) == text else { return nil }
-        return Int64(date.timeIntervalSince1970 * 1000)
+    static func dayStartMs(_ text: String) -> Int64? { utcDayStartMs(text) }
+}
+
+/// The two reports over the finance facts, for the CLI and for ingest's admin route alike.
+enum FinanceReport {
+    /// The facts that touch `[from, to]` (UTC days, checked by the caller), of one environment or all.
+    static func transactions(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [FinanceTransaction] {
+        guard let fromMs = utcDayStartMs(from), let toMs = utcDayStartMs(to) else { throw UsageError("days are YYYY-MM-DD") }
+        let transactions = try reads.transactions(fromMs: fromMs, toMs: toMs + 86_400_000)
+        guard let environment else { return transactions }
+        return transactions.filter { $0.environment == environment }
+    }
+
+    static func reconcile(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [ReconcileRow] {
+        Reconciliation.rows(try transactions(reads, from: from, to: to, environment: environment), from: from, to: to)
+    }
+
+    static func metrics(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [MetricsRow] {
+        let transactions = try transactions(reads, from: from, to: to, environment: environment)
+        let standings = try reads.renewalStandings(Array(Set(transactions.map(\.subscriptionKey))).sorted())
+        return SubscriptionMetrics.rows(transactions, renewals: standings, from: from, to: to, nowMs: currentTimeMs())
     }
 }

@@ -11,8 +11,8 @@ import Workers
 struct BrokerCommand: CLICommand {
     let name = "broker"
     let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. Prints BOOTSTRAP=<address> (and CONTROL=<url> with --control-port: the fault-injection channel, docs/configuration.md); stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
-    let usage = "[--port P] [--brokers N] [--partitions N] [--control-port P]"
-    let optionNames: Set<String> = ["port", "brokers", "partitions", "control-port"]
+    let usage = "[--port P] [--brokers N] [--partitions N] [--control-port P] [--admin-port P] [--admin-host H]"
+    let optionNames: Set<String> = ["port", "brokers", "partitions", "control-port", "admin-port", "admin-host"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let port = try arguments.value("port").map { _ in try arguments.int("port", default: 0) }
@@ -26,7 +26,21 @@ struct BrokerCommand: CLICommand {
         for topic in Topic.all {
             try broker.createTopic(topic, partitions: Int32(partitions), replicationFactor: Int32(min(brokers, 3)))
         }
+        let metrics = Metrics.shared
+        for id in 1...brokers { metrics.set("storeledger_broker_up", ["broker": String(id)], to: 1) }
+        for topic in Topic.all { metrics.set("storeledger_broker_partitions", ["topic": topic], to: Double(partitions)) }
         let control = try arguments.value("control-port").map { _ in try faultChannel(broker, port: try arguments.int("control-port", default: 0), logger: logger) }
+        // /healthz, /readyz and /metrics like every other process (STYLE.md practice 14), on request only.
+        let admin = try arguments.value("admin-port").map { _ in
+            let port = try arguments.int("admin-port", default: 0)
+            guard (0...65535).contains(port) else { throw UsageError("--admin-port must be 0...65535") }
+            let server = AdminServer(host: arguments.value("admin-host") ?? "127.0.0.1", port: port) { [] }
+            try server.start()
+            logger.info("admin_listening", ["port": .of(server.port)])
+            return server
+        }
+        let records = admin.map { _ in RecordCounts(bootstrap: broker.bootstrapServers, partitions: Int32(partitions)) }
+        records?.start()
         // CONTROL first: BOOTSTRAP is the line that says the broker is ready.
         if let control { print("CONTROL=http://127.0.0.1:\(control.boundPort)") }
         print("BOOTSTRAP=\(broker.bootstrapServers)")
@@ -34,6 +48,7 @@ struct BrokerCommand: CLICommand {
         logger.info("broker_ready", ["bootstrap": .string(broker.bootstrapServers), "brokers": .of(brokers),
                                      "partitions": .of(partitions)])
         stop.wait()
+        records?.stop()
         control?.stop()
         broker.close()
         logger.info("broker_stopped")
@@ -52,6 +67,7 @@ struct BrokerCommand: CLICommand {
             case .success(let fault):
                 do {
                     try fault.apply(to: broker)
+                    BrokerCommand.count(fault, brokers: broker.brokerCount)
                     logger.warning("broker_fault_injected", ["fault": .string("\(fault)")])
                     _ = responder.respond(.json(["applied": "\(fault)"]))
                 } catch {
@@ -61,6 +77,59 @@ struct BrokerCommand: CLICommand {
         }
         try server.start()
         return server
+    }
+
+    /// `storeledger_broker_faults_total{fault}` and the up/down state per broker the faults leave.
+    static func count(_ fault: BrokerFault, brokers: Int) {
+        let metrics = Metrics.shared
+        func ids(_ id: Int32) -> [Int32] { id == -1 ? Array(1...Int32(brokers)) : [id] }
+        switch fault {
+        case .down(let id):
+            metrics.increment("storeledger_broker_faults_total", ["fault": "down"])
+            for one in ids(id) { metrics.set("storeledger_broker_up", ["broker": String(one)], to: 0) }
+        case .up(let id):
+            metrics.increment("storeledger_broker_faults_total", ["fault": "up"])
+            for one in ids(id) { metrics.set("storeledger_broker_up", ["broker": String(one)], to: 1) }
+        case .roundTripTime:
+            metrics.increment("storeledger_broker_faults_total", ["fault": "rtt"])
+        case .requestErrors:
+            metrics.increment("storeledger_broker_faults_total", ["fault": "request_errors"])
+        case .clearErrors:
+            metrics.increment("storeledger_broker_faults_total", ["fault": "clear_errors"])
+        }
+    }
+
+    /// `storeledger_broker_topic_records{topic}`: the sum of each topic's high watermarks, refreshed
+    /// every 2 s on a thread of its own by a client that joins no group (a broker that is down keeps
+    /// the last value).
+    final class RecordCounts: Sendable {
+        private let bootstrap: String
+        private let partitions: Int32
+        private let stopped = DispatchSemaphore(value: 0)
+        private let finished = DispatchSemaphore(value: 0)
+
+        init(bootstrap: String, partitions: Int32) {
+            self.bootstrap = bootstrap
+            self.partitions = partitions
+        }
+
+        func start() {
+            Thread.detachNewThread { [self] in
+                defer { finished.signal() }
+                guard let marks = try? TopicWatermarks(config: KafkaConfig(bootstrapServers: bootstrap, clientId: "storeledger-broker-metrics")) else { return }
+                repeat {
+                    for topic in Topic.all {
+                        guard let high = try? marks.high(topic: topic, partitions: partitions) else { continue }
+                        Metrics.shared.set("storeledger_broker_topic_records", ["topic": topic], to: Double(high.values.reduce(0, +)))
+                    }
+                } while stopped.wait(timeout: .now() + 2) == .timedOut
+            }
+        }
+
+        func stop() {
+            stopped.signal()
+            _ = finished.wait(timeout: .now() + 5)
+        }
     }
 }
 
@@ -109,6 +178,7 @@ struct IngestCommand: CLICommand {
         config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
+        config.adminReads = config.databaseURL.map { AdminReads.routes(databaseURL: $0) }
         if ProcessInfo.processInfo.environment["STORELEDGER_INGEST_SERVER_API"] == "on" {
             config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
         }

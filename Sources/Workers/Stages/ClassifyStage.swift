@@ -30,9 +30,11 @@ public struct ClassifyStage: StageLogic {
                 result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
                 continue
             }
+            // The ingest time travels with each command, for the ingest -> ledger latency at membership.
+            let receivedAt = [KafkaHeader(name: RecordHeader.receivedAt, value: Array(String(unique.event.receivedAtMs).utf8))]
             for command in classify(unique, catalog: catalog) {
                 result.outputs.append(OutputRecord(topic: Topic.commands, key: command.subscriptionKey,
-                                                   value: try encoder.encode(command).bytes))
+                                                   value: try encoder.encode(command).bytes, headers: receivedAt))
             }
         }
         return result

@@ -15,6 +15,7 @@ public struct MembershipStage: StageLogic {
     public let name = "membership"
     public let inputTopics = [Topic.commands]
     public let usesDatabase = true
+    public let writesLedger = true
 
     public init() {}
 

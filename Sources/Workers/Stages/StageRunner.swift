@@ -29,6 +29,13 @@ public protocol StageLogic {
     var inputTopics: [String] { get }
     var usesDatabase: Bool { get }
     func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult
+    /// True for the stage whose COMMIT puts an input into the ledger: the runner then observes
+    /// `storeledger_ingest_to_ledger_seconds` from each input's `storeledger.received-at` header.
+    var writesLedger: Bool { get }
+}
+
+extension StageLogic {
+    public var writesLedger: Bool { false }
 }
 
 public struct StageBatchResult: Sendable {
@@ -108,6 +115,8 @@ final class StageWork: ConsumerLoopWork {
     private var fence: PartitionFence
     private var batchPartitions: Set<PartitionID> = []
     private var stopBeforeCommit: Bool
+    /// The batch's ingest times (ms), observed once its COMMIT succeeded (`writesLedger` stages).
+    private var receivedAtMs: [Int64] = []
     private let metrics = Metrics.shared
     private let logger: Logger
 
@@ -141,6 +150,7 @@ final class StageWork: ConsumerLoopWork {
             connection = db
             batchPartitions = Set(records.map(\.partitionID))
         }
+        receivedAtMs = logic.writesLedger ? records.compactMap { $0.header(RecordHeader.receivedAt).flatMap { Int64($0) } } : []
         let result = try logic.process(records, database: connection)
         var all = result.outputs.map { OutgoingRecord(topic: $0.topic, key: Array($0.key.utf8), value: $0.value, headers: $0.headers) }
         for letter in result.deadLetters {
@@ -164,9 +174,18 @@ final class StageWork: ConsumerLoopWork {
         }
         try fence.check(batchPartitions, database)
         try database.executeScript("COMMIT")
+        let now = currentTimeMs()
+        for received in receivedAtMs {
+            metrics.observe("storeledger_ingest_to_ledger_seconds", [:], Double(max(0, now - received)) / 1000, buckets: StageWork.ledgerLatencyBuckets)
+        }
+        receivedAtMs = []
     }
 
+    /// 10 ms to 5 min: the path crosses four stages, each a poll and a COMMIT.
+    static let ledgerLatencyBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+
     func rollback() {
+        receivedAtMs = []
         guard let database else { return }
         if database.isBroken {
             self.database = nil

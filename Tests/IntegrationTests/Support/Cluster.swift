@@ -17,7 +17,7 @@ final class Cluster: @unchecked Sendable {
     private(set) var databaseURL = ""
     /// The broker's fault channel (`storeledger broker --control-port`, `BrokerFault`).
     private(set) var controlURL = ""
-    /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`).
+    /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`), and the broker's (`broker`).
     private(set) var adminURLs: [String: String] = [:]
     private var postgres: EmbeddedPostgres?
 
@@ -60,7 +60,10 @@ final class Cluster: @unchecked Sendable {
     func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
         let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(try child("broker", ["broker", "--partitions", "4", "--control-port", "0"],
+        // The broker's own /metrics (`--admin-port`), beside the stages' admin servers.
+        let brokerAdmin = try FreePort.loopback()
+        adminURLs["broker"] = "http://127.0.0.1:\(brokerAdmin)"
+        try supervisor.start(try child("broker", ["broker", "--partitions", "4", "--control-port", "0", "--admin-port", String(brokerAdmin)],
                                        environment: ["STORELEDGER_LOG_LEVEL": "warning"])) { line in
             // CONTROL= is printed before BOOTSTRAP=, which is the signal.
             if line.hasPrefix("CONTROL=") { address.withLock { $0.control = String(line.dropFirst(8)) } }

@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 
 /// Finance reconciliation and subscription metrics (issue 17, R10), as pure functions over the
@@ -78,6 +79,36 @@ public struct FinanceTransaction: Sendable, Equatable {
 }
 
 public func utcDay(_ ms: Int64) -> String { String(TimeText.iso(ms).prefix(10)) }
+
+/// Midnight UTC of the day `YYYY-MM-DD` (years 0000-9999) in ms, or nil when it is not a real calendar day.
+public func utcDayStartMs(_ text: String) -> Int64? {
+    let bytes = Array(text.utf8)
+    guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-") else { return nil }
+    func number(_ range: Range<Int>) -> Int64? {
+        var value: Int64 = 0
+        for byte in bytes[range] {
+            guard (48...57).contains(byte) else { return nil }
+            value = value * 10 + Int64(byte - 48)
+        }
+        return value
+    }
+    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+          (1...12).contains(month), (1...31).contains(day) else { return nil }
+    let days = CivilDate.days(year: year, month: month, day: day)
+    // 2025-02-30 is a day in March: refused by the round trip.
+    guard CivilDate.date(days: days) == (year, month, day) else { return nil }
+    return days * 86_400_000
+}
+
+/// `YYYY-MM-DD` of the UTC day that starts at `ms` (years padded to four digits, as the reports take them).
+public func utcDayText(_ ms: Int64) -> String {
+    let (year, month, day) = CivilDate.date(days: ms.floorDivided(by: 86_400_000))
+    func padded(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value.magnitude)
+        return (value < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+    return "\(padded(year, 4))-\(padded(month, 2))-\(padded(day, 2))"
+}
 
 public struct ReconcileRow: Codable, Sendable, Equatable {
     public var day: String

@@ -115,7 +115,17 @@ public final class ConsumerLoop: Sendable {
         var wasReady = false
         var seenGeneration = 0
         var lag = LagGauges(stage: config.name, interval: config.lagInterval)
+        var counted = (record: 0, outage: 0)
+        // Present at 0 from the start: "no retries" is a value a dashboard should show.
+        for reason in ["record", "outage"] { metrics.increment("storeledger_loop_retries_total", ["stage": config.name, "reason": reason], by: 0) }
         while true {
+            if machine.recordRetries != counted.record || machine.outageRetries != counted.outage {
+                metrics.increment("storeledger_loop_retries_total", ["stage": config.name, "reason": "record"],
+                                  by: Double(machine.recordRetries - counted.record))
+                metrics.increment("storeledger_loop_retries_total", ["stage": config.name, "reason": "outage"],
+                                  by: Double(machine.outageRetries - counted.outage))
+                counted = (machine.recordRetries, machine.outageRetries)
+            }
             status.update(machine)
             if machine.isReady != wasReady {
                 wasReady = machine.isReady

@@ -71,6 +71,10 @@ public struct ConsumerLoopMachine: Sendable {
     }
 
     public private(set) var phase: Phase = .idle
+    /// Retries scheduled so far (for `storeledger_loop_retries_total`): a record backing off after a
+    /// retryable failure, and an outage's next attempt of everything.
+    public private(set) var recordRetries = 0
+    public private(set) var outageRetries = 0
     public let policy: Policy
     private let jitter: @Sendable (Int64) -> Int64
 
@@ -281,6 +285,7 @@ public struct ConsumerLoopMachine: Sendable {
             }
             retries[record.partitionID] = RetryState(attempts: attempts, firstFailureMs: first,
                                                      retryAtMs: nowMs + jitter(backoff(attempt: attempts)))
+            recordRetries += 1
             return chooseNext(nowMs)
         }
     }
@@ -293,6 +298,7 @@ public struct ConsumerLoopMachine: Sendable {
     private mutating func beginOutage(_ reason: String, _ nowMs: Int64) {
         let attempts = (outage?.attempts ?? 0) + 1
         outage = Outage(attempts: attempts, reason: reason, retryAtMs: nowMs + jitter(backoff(attempt: attempts)))
+        outageRetries += 1
     }
 
     /// Capped exponential backoff before retry number `attempt` (1-based).

@@ -30,6 +30,28 @@ public enum SimulatorCatalog {
             PromotionalOffer(id: "vip.pro.upgrade", productId: "vip.pro.1m", audience: .currentLowerLevel, maxRedemptionsPerUser: 2, priority: 20),
         ])
 
+    /// The simulated App Store's price list (milli-units, as Apple's V2 `price`): each product has its
+    /// own price in the US (USD) and Canadian (CAD) storefronts, so finance reports are checked at
+    /// several prices and in two currencies. Other storefronts pay the US price.
+    static let prices: [String: (usd: Int64, cad: Int64)] = [
+        "vip.a.1m": (9_990, 13_990), "vip.a.1m.intro": (9_990, 13_990), "vip.b.1m": (8_990, 12_990),
+        "vip.a.3m": (24_990, 34_990), "vip.pro.1m": (19_990, 27_990), "vip.lite.1m": (4_990, 6_990),
+        "music.1w": (1_990, 2_990), "music.1y": (59_990, 79_990), "lifetime.pro": (99_990, 139_990),
+        "pass.30d": (14_990, 19_990), "coins.100": (990, 1_390),
+    ]
+
+    /// What Apple charged for one transaction: nothing for a free trial, half the list price for an
+    /// intro price, a promotional offer or an offer code, else the list price of the storefront.
+    public static func price(productId: String, storefront: String, offer: SimOffer) -> (milli: Int64, currency: String) {
+        let list = prices[productId] ?? (9_990, 13_990)
+        let (full, currency) = storefront == "CAN" ? (list.cad, "CAD") : (list.usd, "USD")
+        switch offer {
+        case .none: return (full, currency)
+        case .freeTrial: return (0, currency)
+        case .introPrice, .promotional, .offerCode: return (full / 2, currency)
+        }
+    }
+
     /// The catalog as the JSON file the workers read.
     public static func json(_ catalog: Catalog = standard) throws -> Data {
         let encoder = JSONEncoder()

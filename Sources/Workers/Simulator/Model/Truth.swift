@@ -54,6 +54,11 @@ public struct SimTransaction: Sendable, Equatable {
     /// A refund Apple later reversed: the purchase stood cancelled only in between (R14).
     public var reversal: SimReversal? = nil
 
+    /// Apple's price of this transaction (milli-units) and its currency, from the storefront's price list.
+    public var price: (milli: Int64, currency: String) {
+        SimulatorCatalog.price(productId: productId, storefront: storefront, offer: offer)
+    }
+
     /// The end of what the purchase paid for, before any cancellation; nil = open-ended.
     public var paidEndMs: Int64? {
         switch kind {

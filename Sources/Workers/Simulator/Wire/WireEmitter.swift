@@ -303,8 +303,8 @@ public final class WireEmitter: Sendable {
             "transactionReason": t.isRenewal ? "RENEWAL" : "PURCHASE",
             "storefront": t.storefront,
             "storefrontId": t.storefront == "USA" ? "143441" : "143444",
-            "price": 9_990,
-            "currency": "USD",
+            "price": t.price.milli,
+            "currency": t.price.currency,
         ]
         if let web = t.webOrderLineItemId { f["webOrderLineItemId"] = web }
         if t.kind == .autoRenewable { f["subscriptionGroupIdentifier"] = t.group }
