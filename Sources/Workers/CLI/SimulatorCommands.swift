@@ -189,6 +189,8 @@ final class DevProcess: Sendable {
         // A load generator is one service key at any rate asked for: lift that key's limit only.
         env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
         env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
+        // dev stops everything when the simulator dies, even by SIGKILL (a defer does not run then).
+        env["STORELEDGER_PARENT_PID"] = String(getpid())
         process.environment = env
         let pipe = Pipe()
         process.standardOutput = pipe
