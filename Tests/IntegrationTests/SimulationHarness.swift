@@ -15,7 +15,9 @@ final class SimulationCluster: @unchecked Sendable {
 
     /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
     /// - Parameter workerExit: what happens to a worker that dies (tests that SIGKILL workers restart them).
-    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
+    /// - Parameter standby: PostgreSQL with a synchronous streaming standby and a multi-host `DATABASE_URL` (`Cluster.failOver()`).
+    init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore,
+         standby: Bool = false) throws {
         let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
         setup = try SimulatorSetup.prepare(directory: directory)
         store = AppStore(config: setup.config)
@@ -29,7 +31,7 @@ final class SimulationCluster: @unchecked Sendable {
         }
         cluster = try Cluster()
         // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it).
-        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit)
+        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit, standby: standby)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
         try cluster.supervisor.start(.init(role: "signer", arguments: ["signer"],
                                            environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
