@@ -136,7 +136,7 @@ public final class EmbeddedPostgres: Sendable {
             if runAsPostgres { try EmbeddedPostgres.handToPostgresUser(directory) }
             let copy = try EmbeddedPostgres.run(binDirectory + "/pg_basebackup",
                                                 ["-D", directory + "/data", "-h", "127.0.0.1", "-p", String(port), "-U", "postgres",
-                                                 "-R", "-X", "stream", "--no-sync"],
+                                                 "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"],
                                                 asPostgres: runAsPostgres, in: directory)
             guard copy.status == 0 else {
                 throw PGError(kind: .embeddedServer, message: "pg_basebackup failed (\(copy.status)): \(copy.output.suffix(2000))")
@@ -156,7 +156,9 @@ public final class EmbeddedPostgres: Sendable {
             let admin = try PGConnection(url: url(database: "postgres"))
             defer { admin.close() }
             if synchronous {
-                try admin.executeScript("ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()")
+                // Two statements: ALTER SYSTEM refuses to run inside the implicit transaction of a multi-statement script.
+                try admin.executeScript("ALTER SYSTEM SET synchronous_standby_names = '*'")
+                try admin.executeScript("SELECT pg_reload_conf()")
             }
             let wanted = synchronous ? "sync" : "async"
             let deadline = Date().addingTimeInterval(60)
