@@ -34,8 +34,11 @@ enum ScaleBench {
         for members in 1...3 {
             let result = try throughput(members: members, events: events, sessionMs: sessionMs)
             if members == 1 { oneMemberRate = result.rate }
-            figures += [("events_per_second_\(members)_member\(members == 1 ? "" : "s")", result.rate),
-                        ("cpu_microseconds_per_event_\(members)_member\(members == 1 ? "" : "s")", result.cpuPerEvent)]
+            let suffix = "\(members)_member\(members == 1 ? "" : "s")"
+            figures += [("events_per_second_\(suffix)", result.rate),
+                        ("cpu_microseconds_per_event_\(suffix)", result.cpuPerEvent),
+                        ("lock_wait_sample_share_\(suffix)", result.lockWaitShare),
+                        ("deadlocks_\(suffix)", result.deadlocks)]
         }
         figures += try rebalancePauses(feedRate: max(200, oneMemberRate / 2), sessionMs: sessionMs)
         report(figures, json: arguments.has("json"))
@@ -57,12 +60,31 @@ enum ScaleBench {
 
     // MARK: Throughput
 
-    static func throughput(members: Int, events: Int, sessionMs: Int) throws -> (rate: Double, cpuPerEvent: Double) {
+    /// Also samples PostgreSQL's lock table every 20 ms: the share of samples in which some backend
+    /// waited for a lock (two members applying two subscriptions of one user serialise on the user's
+    /// row), and the deadlocks PostgreSQL counted.
+    static func throughput(members: Int, events: Int, sessionMs: Int)
+        throws -> (rate: Double, cpuPerEvent: Double, lockWaitShare: Double, deadlocks: Double) {
         let rig = try Rig(sessionMs: sessionMs)
         defer { rig.close() }
         let subscriptions = events / PipelineBench.perSubscription
         _ = try PipelineBench.prefill(kafka: rig.fill, run: rig.run, subscriptions: subscriptions)
         let expected = subscriptions * PipelineBench.perSubscription + subscriptions
+        let deadlocksBefore = try deadlocks(rig.db)
+        let sampling = StopSignal()
+        let samples = LockSamples()
+        let sampler = Thread {
+            guard let db = try? PGConnection(url: rig.databaseURL) else { return }
+            defer { db.close() }
+            while !sampling.isStopped {
+                if let waiting = try? db.query("SELECT count(*)::bigint AS n FROM pg_locks WHERE NOT granted").first?.int64("n") {
+                    samples.state.withLock { $0.all += 1; if waiting > 0 { $0.waiting += 1 } }
+                }
+                _ = sampling.wait(timeout: .milliseconds(20))
+            }
+        }
+        sampler.start()
+        defer { sampling.stop() }
         let cpuStart = CPUTime.now(postgres: rig.postgres)
         let started = ContinuousClock.now
         for stage in stageNames { for member in 0..<members { try rig.startMember(stage, member: member) } }
@@ -76,11 +98,16 @@ enum ScaleBench {
         }
         let wall = PipelineBench.seconds(ContinuousClock.now - started)
         let cpu = CPUTime.now(postgres: rig.postgres) - cpuStart
+        sampling.stop()
         rig.stopAll()
         guard inserted >= expected else { throw PipelineBenchFailure("timed out: \(inserted) of \(expected) ledger entries with \(members) members") }
-        Logger(component: "bench.scale").info("scale_measured", ["members": .of(members), "events": .of(events),
-                                                                "seconds": .string(String(format: "%.2f", wall))])
-        return (Double(events) / wall, (cpu.process + cpu.postgres) / Double(events) * 1e6)
+        let counted = samples.state.withLock { $0 }
+        return (Double(events) / wall, (cpu.process + cpu.postgres) / Double(events) * 1e6,
+                Double(counted.waiting) / Double(max(1, counted.all)), Double(try deadlocks(rig.db) - deadlocksBefore))
+    }
+
+    static func deadlocks(_ db: PGConnection) throws -> Int64 {
+        try db.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").first?.int64("deadlocks") ?? 0
     }
 
     // MARK: Rebalance pauses
@@ -232,6 +259,10 @@ private final class Rig: @unchecked Sendable {
         postgres.stop()
         broker.close()
     }
+}
+
+private final class LockSamples: Sendable {
+    let state = Mutex<(all: Int, waiting: Int)>((0, 0))
 }
 
 /// When each stage's members processed batches.
