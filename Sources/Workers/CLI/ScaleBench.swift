@@ -13,7 +13,8 @@ import Workers
 /// embedded broker and a private PostgreSQL, fresh for every measurement.
 ///
 /// 1. Throughput with 1, 2 and 3 members per stage: `--events` (default 20,000; --quick 5,000)
-///    pre-filled, timed until the ledger holds every entry.
+///    pre-filled, timed from the first ledger entry (after the groups joined; `_wall`: from the
+///    start) until the ledger holds every entry.
 /// 2. Rebalance pauses, under a steady feed of decoded events at half the 1-member rate: a second
 ///    member joins every stage, later it leaves again (SIGTERM-like: stop, commit, leave the group).
 ///    A stage's pause is the longest stretch without a processed batch from the change until its
@@ -36,6 +37,7 @@ enum ScaleBench {
             if members == 1 { oneMemberRate = result.rate }
             let suffix = "\(members)_member\(members == 1 ? "" : "s")"
             figures += [("events_per_second_\(suffix)", result.rate),
+                        ("events_per_second_wall_\(suffix)", result.wallRate),
                         ("cpu_microseconds_per_event_\(suffix)", result.cpuPerEvent),
                         ("lock_wait_sample_share_\(suffix)", result.lockWaitShare),
                         ("deadlocks_\(suffix)", result.deadlocks)]
@@ -64,7 +66,7 @@ enum ScaleBench {
     /// waited for a lock (two members applying two subscriptions of one user serialise on the user's
     /// row), and the deadlocks PostgreSQL counted.
     static func throughput(members: Int, events: Int, sessionMs: Int)
-        throws -> (rate: Double, cpuPerEvent: Double, lockWaitShare: Double, deadlocks: Double) {
+        throws -> (rate: Double, wallRate: Double, cpuPerEvent: Double, lockWaitShare: Double, deadlocks: Double) {
         let rig = try Rig(sessionMs: sessionMs)
         defer { rig.close() }
         let subscriptions = events / PipelineBench.perSubscription
@@ -77,8 +79,17 @@ enum ScaleBench {
             guard let db = try? PGConnection(url: rig.databaseURL) else { return }
             defer { db.close() }
             while !sampling.isStopped {
-                if let waiting = try? db.query("SELECT count(*)::bigint AS n FROM pg_locks WHERE NOT granted").first?.int64("n") {
-                    samples.state.withLock { $0.all += 1; if waiting > 0 { $0.waiting += 1 } }
+                // Backends waiting for a lock, by the statement that waits (its first words).
+                if let rows = try? db.query("""
+                    SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS q FROM pg_stat_activity
+                    WHERE wait_event_type = 'Lock' AND datname = current_database()
+                    """) {
+                    let statements = (try? rows.map { try $0.string("q") }) ?? []
+                    samples.state.withLock { state in
+                        state.all += 1
+                        if !statements.isEmpty { state.waiting += 1 }
+                        for statement in statements { state.byStatement[statement, default: 0] += 1 }
+                    }
                 }
                 _ = sampling.wait(timeout: .milliseconds(20))
             }
@@ -90,19 +101,26 @@ enum ScaleBench {
         for stage in stageNames { for member in 0..<members { try rig.startMember(stage, member: member) } }
         let deadline = ContinuousClock.now + .seconds(max(180, events / 200))
         var inserted = 0
+        var firstEntry: ContinuousClock.Instant?
         while inserted < expected, ContinuousClock.now < deadline {
             if let failure = rig.failure { throw PipelineBenchFailure("stage failed: \(failure)") }
             Thread.sleep(forTimeInterval: 0.05)
             inserted = try PipelineBench.ledgerSequence(rig.db)
+            if firstEntry == nil, inserted > 0 { firstEntry = .now }
             if inserted >= expected { inserted = try PipelineBench.ledgerCount(rig.db) }
         }
-        let wall = PipelineBench.seconds(ContinuousClock.now - started)
+        let done = ContinuousClock.now
+        let wall = PipelineBench.seconds(done - started)
+        let steady = PipelineBench.seconds(done - (firstEntry ?? started))
         let cpu = CPUTime.now(postgres: rig.postgres) - cpuStart
         sampling.stop()
         rig.stopAll()
         guard inserted >= expected else { throw PipelineBenchFailure("timed out: \(inserted) of \(expected) ledger entries with \(members) members") }
         let counted = samples.state.withLock { $0 }
-        return (Double(events) / wall, (cpu.process + cpu.postgres) / Double(events) * 1e6,
+        for (statement, count) in counted.byStatement.sorted(by: { $0.value > $1.value }).prefix(3) {
+            FileHandle.standardError.write(Data("bench scale: \(members) members: waiting for a lock in \(count) of \(counted.all) samples: \(statement)\n".utf8))
+        }
+        return (Double(events) / steady, Double(events) / wall, (cpu.process + cpu.postgres) / Double(events) * 1e6,
                 Double(counted.waiting) / Double(max(1, counted.all)), Double(try deadlocks(rig.db) - deadlocksBefore))
     }
 
@@ -262,7 +280,7 @@ private final class Rig: @unchecked Sendable {
 }
 
 private final class LockSamples: Sendable {
-    let state = Mutex<(all: Int, waiting: Int)>((0, 0))
+    let state = Mutex<(all: Int, waiting: Int, byStatement: [String: Int])>((0, 0, [:]))
 }
 
 /// When each stage's members processed batches.
