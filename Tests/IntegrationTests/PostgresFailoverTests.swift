@@ -32,7 +32,7 @@ final class PostgresFailoverTests: XCTestCase {
         XCTAssertFalse(population.isDone, "the failover happens mid-population")
         let promotion = try cluster.failOver()
         let failedOver = Date()
-        report("failover", "primary crashed with \(committedIds.count) ledger entries; standby promoted in \(format(promotion)) s")
+        populationProgress("failover", "primary crashed with \(committedIds.count) ledger entries; standby promoted in \(formatSeconds(promotion)) s")
 
         let promoted = try PGConnection(url: standby.url)
         defer { promoted.close() }
@@ -40,7 +40,7 @@ final class PostgresFailoverTests: XCTestCase {
         try waitUntil("the ledger grows on the promoted standby", timeout: 120, interval: 0.2) {
             ((try? promoted.query("SELECT count(*)::bigint AS n FROM ledger").first?.int64("n")) ?? 0) > Int64(committedIds.count)
         }
-        report("failover", "the first new ledger entry on the promoted standby \(format(Date().timeIntervalSince(failedOver))) s after the failover")
+        populationProgress("failover", "the first new ledger entry on the promoted standby \(formatSeconds(Date().timeIntervalSince(failedOver))) s after the failover")
 
         let (simulation, driver) = try population.finish(timeout: 600)
         try population.verify(cluster, report: simulation, driver: driver)

@@ -22,7 +22,7 @@ final class ScaleOutTests: XCTestCase {
             try cluster.addMember(stage)
         }
         let ready = try waitUntilMembersReady(cluster)
-        report("scale", "3 members per stage ready after \(format(ready)) s")
+        populationProgress("scale", "3 members per stage ready after \(formatSeconds(ready)) s")
         XCTAssertEqual(Cluster.stages.map { cluster.members(of: $0).count }, [3, 3, 3, 3])
 
         let population = BackgroundPopulation(sim, users: 12, seed: 13, ratePerSecond: 12, tag: "scale")
@@ -56,14 +56,14 @@ final class ScaleOutTests: XCTestCase {
             let joined = try cluster.addMember(name)
             let joining = Date()
             pauses.append(try waitUntilMembersReady(cluster, since: joining))
-            report("scale", "\(leaving) left (exit \(status.map(String.init) ?? "none")), \(joined) joined; group settled \(format(pauses[pauses.count - 2])) s after the leave\(["dedupe", "membership"].contains(name) ? " (partitions claimed by the others)" : " (members ready)"), \(format(pauses[pauses.count - 1])) s after the join")
+            populationProgress("scale", "\(leaving) left (exit \(status.map(String.init) ?? "none")), \(joined) joined; group settled \(formatSeconds(pauses[pauses.count - 2])) s after the leave\(["dedupe", "membership"].contains(name) ? " (partitions claimed by the others)" : " (members ready)"), \(formatSeconds(pauses[pauses.count - 1])) s after the join")
             changes += 2
             stage += 1
             if changes > 40 { break }  // the population is not sent: finish() below fails
         }
         XCTAssertEqual(Cluster.stages.map { cluster.members(of: $0).count }, [3, 3, 3, 3])
         let (simulation, driver) = try population.finish(timeout: 600)
-        report("scale", "\(changes) membership changes during the population; group settled after each in at most \(format(pauses.max() ?? 0)) s (median \(format(pauses.sorted()[pauses.count / 2])) s)")
+        populationProgress("scale", "\(changes) membership changes during the population; group settled after each in at most \(formatSeconds(pauses.max() ?? 0)) s (median \(formatSeconds(pauses.sorted()[pauses.count / 2])) s)")
         try population.verify(cluster, report: simulation, driver: driver)
     }
 
@@ -79,4 +79,4 @@ final class ScaleOutTests: XCTestCase {
     }
 }
 
-func format(_ seconds: Double) -> String { String(format: "%.1f", seconds) }
+func formatSeconds(_ seconds: Double) -> String { String(format: "%.1f", seconds) }

@@ -36,7 +36,7 @@ final class BackgroundPopulation: Sendable {
             outcome.set(Result {
                 try run.run(check: false) { [self] line in
                     if line.hasPrefix("generated \(users)/\(users) ") { lastCohort.store(true, ordering: .releasing) }
-                    report(tag, line)
+                    populationProgress(tag, line)
                 }
             })
         }
@@ -54,18 +54,18 @@ final class BackgroundPopulation: Sendable {
     }
 
     /// Every group's lag back to 0, every user equal to the oracle, no ledger entry twice, every raw
-    /// record accounted for. Returns the number of mismatched users (0 expected, asserted here).
+    /// record accounted for (each asserted here).
     func verify(_ cluster: Cluster, report simulation: SimulationReport, driver: Driver, file: StaticString = #filePath, line: UInt = #line) throws {
         try waitForZeroLag(cluster, timeout: 180)
         XCTAssertEqual(simulation.driver.undelivered, 0, "every delivery was accepted in the end", file: file, line: line)
-        let mismatches = run.settle(users: run.users, timeout: 60) { [tag] in report(tag, $0) }
-        for user in Set(mismatches.map(\.userId)).sorted().prefix(5) { report(tag, run.explain(user, mismatches: mismatches, driver: driver)) }
+        let mismatches = run.settle(users: run.users, timeout: 60) { [tag] in populationProgress(tag, $0) }
+        for user in Set(mismatches.map(\.userId)).sorted().prefix(5) { populationProgress(tag, run.explain(user, mismatches: mismatches, driver: driver)) }
         XCTAssertEqual(Set(mismatches.map(\.userId)).count, 0, "users whose membership differs from the oracle", file: file, line: line)
         let duplicates = try LedgerDuplicates(cluster)
-        for entry in duplicates.lines { report(tag, "duplicate ledger entry: \(entry)") }
+        for entry in duplicates.lines { populationProgress(tag, "duplicate ledger entry: \(entry)") }
         XCTAssertEqual(duplicates.groups, 0, "ledger entries with the same user, cause, interval and kind", file: file, line: line)
         let accounting = try Accounting(cluster, expectedRaw: simulation.driver.accepted)
-        report(tag, "\(run.users.count) accounts, \(simulation.deliveries) deliveries, \(accounting.raw.count) raw records, \(accounting.decodedSources.count) decoded, \(accounting.deadLettered.count) dead-lettered by decode")
+        populationProgress(tag, "\(run.users.count) accounts, \(simulation.deliveries) deliveries, \(accounting.raw.count) raw records, \(accounting.decodedSources.count) decoded, \(accounting.deadLettered.count) dead-lettered by decode")
         XCTAssertGreaterThanOrEqual(accounting.raw.count, simulation.driver.accepted, "a raw record for every 200", file: file, line: line)
         XCTAssertEqual(accounting.unaccounted, [], "raw records neither decoded nor dead-lettered", file: file, line: line)
     }
@@ -114,6 +114,6 @@ struct LedgerDuplicates {
 }
 
 /// Progress on standard error, unbuffered: it survives a crash of the test process.
-func report(_ tag: String, _ line: String) {
+func populationProgress(_ tag: String, _ line: String) {
     FileHandle.standardError.write(Data("[\(tag)] \(line)\n".utf8))
 }
