@@ -63,6 +63,17 @@ final class BackgroundPopulation: Sendable {
         XCTAssertEqual(Set(mismatches.map(\.userId)).count, 0, "users whose membership differs from the oracle", file: file, line: line)
         let duplicates = try LedgerDuplicates(cluster)
         for entry in duplicates.lines { populationProgress(tag, "duplicate ledger entry: \(entry)") }
+        if duplicates.groups != 0 {
+            // Which copies of the commands reached membership: two records (an upstream redelivery)
+            // or one record applied twice.
+            let commands = try cluster.readTopic(Topic.commands, atLeast: 1)
+            for id in duplicates.commandIds {
+                let copies = commands.filter { record in
+                    ((try? JSONSerialization.jsonObject(with: Data(record.value))) as? [String: Any])?["commandId"] as? String == id
+                }
+                populationProgress(tag, "command \(id): \(copies.count) record(s) on \(Topic.commands) at \(copies.map { "\($0.partition)@\($0.offset)" }.joined(separator: ", "))")
+            }
+        }
         XCTAssertEqual(duplicates.groups, 0, "ledger entries with the same user, cause, interval and kind", file: file, line: line)
         let accounting = try Accounting(cluster, expectedRaw: simulation.driver.accepted)
         populationProgress(tag, "\(run.users.count) accounts, \(simulation.deliveries) deliveries, \(accounting.raw.count) raw records, \(accounting.decodedSources.count) decoded, \(accounting.deadLettered.count) dead-lettered by decode")
@@ -90,6 +101,8 @@ struct LedgerDuplicates {
     let groups: Int64
     /// Up to 10 of the entries involved, for the failure message.
     let lines: [String]
+    /// The commands that wrote them.
+    let commandIds: Set<String>
 
     init(_ cluster: Cluster) throws {
         let db = try cluster.database()
@@ -100,14 +113,16 @@ struct LedgerDuplicates {
                 GROUP BY subscription_key, user_id, kind, purchase_id, interval_start_ms, interval_end_ms, cause
                 HAVING count(*) > 1) AS twice
             """).first?.int64("n") ?? -1
-        guard groups != 0 else { lines = []; return }
-        lines = try db.query("""
+        guard groups != 0 else { lines = []; commandIds = []; return }
+        let rows = try db.query("""
             SELECT entry_id, subscription_key, kind, reason, command_id, cause::text AS cause FROM ledger
             WHERE (subscription_key, coalesce(user_id, ''), kind, coalesce(purchase_id, ''), coalesce(interval_start_ms, -1), coalesce(interval_end_ms, -1), cause::text) IN (
                 SELECT subscription_key, coalesce(user_id, ''), kind, coalesce(purchase_id, ''), coalesce(interval_start_ms, -1), coalesce(interval_end_ms, -1), cause::text FROM ledger
                 GROUP BY subscription_key, user_id, kind, purchase_id, interval_start_ms, interval_end_ms, cause HAVING count(*) > 1)
             ORDER BY entry_id LIMIT 10
-            """).map { row in
+            """)
+        commandIds = Set(try rows.map { try $0.string("command_id") })
+        lines = try rows.map { row in
             "\(try row.int64("entry_id")) \(try row.string("kind")) \(try row.string("subscription_key")) \(try row.string("reason")) command \(try row.string("command_id")) cause \(try row.string("cause"))"
         }
     }
