@@ -22,13 +22,14 @@ run: release
 test: deps
 	scripts/test.sh
 
-## The chaos test at a larger size than make test's (kills, PostgreSQL restart, broker faults; docs/configuration.md).
+## The chaos test at a larger size than make test's (kills, PostgreSQL restart, broker faults; docs/configuration.md),
+## zombie fencing and the scale-out rebalance test (docs/scaling.md).
 CHAOS_USERS ?= 60
 CHAOS_KILLS ?= 60
 CHAOS_RATE ?= 25
 chaos: deps
 	STORELEDGER_CHAOS_USERS=$(CHAOS_USERS) STORELEDGER_CHAOS_KILLS=$(CHAOS_KILLS) STORELEDGER_CHAOS_RATE=$(CHAOS_RATE) \
-		scripts/test.sh --filter 'ChaosTests|ZombieFencingTests'
+		scripts/test.sh --filter 'ChaosTests|ZombieFencingTests|ScaleOutTests'
 
 
 bench: release

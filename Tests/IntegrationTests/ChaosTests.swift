@@ -206,7 +206,8 @@ private struct ChaosDriver {
 
 /// Every raw record (one per 200 of ingest) traced to what decode made of it: an event on the
 /// decoded topic that names its raw position, or a dead letter of decode that names its source.
-private struct Accounting {
+/// (Also used by ScaleOutTests and PostgresFailoverTests.)
+struct Accounting {
     let raw: [RecordPosition]
     let decodedSources: Set<RecordPosition>
     let deadLettered: Set<RecordPosition>
@@ -240,7 +241,7 @@ private struct Accounting {
 }
 
 /// The population run's result, handed from its thread to the test's.
-private final class RunOutcome: Sendable {
+final class RunOutcome: Sendable {
     private let result = Mutex<Result<(SimulationReport, Driver), any Error>?>(nil)
 
     func set(_ value: Result<(SimulationReport, Driver), any Error>) { result.withLock { $0 = value } }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Runtime
 import XCTest
 
 /// Contract: `storeledger dev` (what the README's run command starts) brings up broker, private
@@ -53,6 +54,72 @@ final class DevCommandTests: XCTestCase {
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: postgresDirectory), "the private PostgreSQL directory is removed")
         XCTAssertEqual(processes(mentioning: postgresDirectory), [], "no PostgreSQL process of dev's cluster is left")
+    }
+
+    /// `--workers stage=N` (issue 13): N members of the stage, each its own process in the stage's
+    /// consumer group with its own admin port; dev reports READY only once every member holds
+    /// partitions; a notification is granted once; SIGINT stops every member.
+    func testDevWorkersRunsSeveralMembersPerStage() throws {
+        let key = "1300\(Int.random(in: 100_000_000...999_999_999))"
+        let body = try V1Bodies.data(V1Bodies.initialBuy(originalTransactionId: key))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
+        process.arguments = ["dev", "--port", "0", "--partitions", "4", "--workers", "dedupe=2,membership=3"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORELEDGER_LOG_LEVEL"] = "warning"
+        environment.removeValue(forKey: "DATABASE_URL")
+        environment["STORELEDGER_V1_SHARED_SECRETS"] = TestCredentials.v1Secret
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        let lines = LineCollector()
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil } else { lines.append(data) }
+        }
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        try waitUntil("dev prints READY", timeout: 120) { lines.contains("READY") }
+        let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
+        let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
+        let pids = lines.all.filter { $0.hasPrefix("PID ") }.compactMap { Int32($0.split(separator: "=").last ?? "") }
+        XCTAssertEqual(pids.count, 11, "the 8 processes of a plain dev plus a second dedupe and a second and third membership member")
+        for role in ["dedupe", "dedupe-2", "membership", "membership-2", "membership-3"] {
+            let admin = try XCTUnwrap(lines.value(after: "ADMIN \(role)="), "dev prints \(role)'s admin URL")
+            XCTAssertEqual(try HTTP.get("\(admin)/readyz").status, 200, "\(role) holds partitions (READY waits for every member)")
+        }
+        XCTAssertNil(lines.value(after: "ADMIN decode-2="), "stages not named keep one member")
+
+        XCTAssertEqual(try HTTP.post("\(ingest)/v1/notifications/appstore", body: body).status, 200)
+        try waitUntil("the notification's grant is visible", timeout: 30, interval: 0.1) {
+            let view = try HTTP.get("\(ingest)/v1/subscriptions/\(key)", authorization: apiKey)
+            return view.status == 200 && ((view.json?["ledger"] as? [Any])?.count ?? 0) == 1
+        }
+        kill(process.processIdentifier, SIGINT)
+        try waitUntil("dev exits", timeout: 60) { !process.isRunning }
+        XCTAssertEqual(process.terminationStatus, 0)
+        for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "process \(pid) is still running after dev stopped") }
+    }
+
+    /// `--workers` is validated before anything starts: unknown stages, counts outside 1...16 and
+    /// repeated stages are usage errors (exit 2).
+    func testDevWorkersRejectsBadCounts() throws {
+        XCTAssertEqual(try MemberCounts.parse("decode=2,dedupe=2,classify=1,membership=3", stages: ["decode", "dedupe", "classify", "membership"]),
+                       MemberCounts(["decode": 2, "dedupe": 2, "classify": 1, "membership": 3]))
+        XCTAssertEqual(MemberCounts.role("membership", member: 1), "membership")
+        XCTAssertEqual(MemberCounts.role("membership", member: 3), "membership-3")
+        for bad in ["relay=2", "decode=0", "decode=17", "decode=2,decode=3", "decode", "decode=x", "", "decode=2,", "=2", "decode=99999999999999999999"] {
+            XCTAssertThrowsError(try MemberCounts.parse(bad, stages: ["decode", "dedupe", "classify", "membership"]), bad)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Cluster.binary())
+            process.arguments = ["dev", "--port", "0", "--workers", bad]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            try waitUntil("dev refuses --workers \(bad)", timeout: 20) { !process.isRunning }
+            XCTAssertEqual(process.terminationStatus, 2, "--workers \(bad)")
+        }
     }
 }
 

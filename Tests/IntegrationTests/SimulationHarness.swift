@@ -19,8 +19,9 @@ final class SimulationCluster: @unchecked Sendable {
     private(set) var signerAdminURL: String?
 
     /// - Parameter signerAdmin: give the signer `--admin-port` (it opens no socket otherwise).
+    /// - Parameter standby: PostgreSQL with a synchronous streaming standby and a multi-host `DATABASE_URL` (`Cluster.failOver()`).
     init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore,
-         signerAdmin: Bool = false) throws {
+         signerAdmin: Bool = false, standby: Bool = false) throws {
         let directory = NSTemporaryDirectory() + "storeledger-sim-\(UUID().uuidString)"
         setup = try SimulatorSetup.prepare(directory: directory)
         store = AppStore(config: setup.config)
@@ -34,7 +35,7 @@ final class SimulationCluster: @unchecked Sendable {
         }
         cluster = try Cluster()
         // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it).
-        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit)
+        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit, standby: standby)
         // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
         var signerArguments = ["signer"]
         if signerAdmin {

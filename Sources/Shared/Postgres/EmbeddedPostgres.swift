@@ -120,6 +120,90 @@ public final class EmbeddedPostgres: Sendable {
         guard start.status == 0 else { throw PGError(kind: .embeddedServer, message: "pg_ctl start failed: \(start.output.suffix(500))\n\(logTail())") }
     }
 
+    // MARK: Streaming standby and failover (issue 13, docs/scaling.md "PostgreSQL failover")
+
+    /// Starts a streaming standby of this server in a private directory of its own, on a free port:
+    /// `pg_basebackup -R` (a copy plus `standby.signal` and `primary_conninfo`), then `pg_ctl start`.
+    /// With `synchronous`, this server then waits for the standby's acknowledgement before it
+    /// answers a COMMIT (`synchronous_standby_names = '*'`), so a COMMIT the stages saw, and the
+    /// offsets they committed after it, survive losing this server: asynchronous replication would
+    /// lose the last transactions while their Kafka offsets are already committed. The setting is
+    /// made after the copy, so the standby does not inherit it (once promoted it has no standby to
+    /// wait for). Returns when the standby streams (and, with `synchronous`, is the sync standby).
+    public func startStandby(synchronous: Bool = true) throws -> EmbeddedPostgres {
+        let directory = try EmbeddedPostgres.makePrivateDirectory(nil)
+        do {
+            if runAsPostgres { try EmbeddedPostgres.handToPostgresUser(directory) }
+            let copy = try EmbeddedPostgres.run(binDirectory + "/pg_basebackup",
+                                                ["-D", directory + "/data", "-h", "127.0.0.1", "-p", String(port), "-U", "postgres",
+                                                 "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"],
+                                                asPostgres: runAsPostgres, in: directory)
+            guard copy.status == 0 else {
+                throw PGError(kind: .embeddedServer, message: "pg_basebackup failed (\(copy.status)): \(copy.output.suffix(2000))")
+            }
+            // The copy carries this server's socket directory: the standby gets its own.
+            let quotedDirectory = directory.replacingAll("'", with: "''")
+            guard let config = FileHandle(forWritingAtPath: directory + "/data/postgresql.conf") else {
+                throw PGError(kind: .embeddedServer, message: "cannot open the standby's postgresql.conf")
+            }
+            try config.seekToEnd()
+            try config.write(contentsOf: Data("\n# StoreLedger standby\nunix_socket_directories = '\(quotedDirectory)'\n".utf8))
+            try config.close()
+            let standbyPort = try EmbeddedPostgres.startServer(directory: directory, bin: binDirectory, asPostgres: runAsPostgres)
+            EmbeddedPostgres.startWatchdog(directory: directory)
+            let standby = EmbeddedPostgres(url: "postgres://postgres@127.0.0.1:\(standbyPort)/\(EmbeddedPostgres.databaseName)",
+                                           port: standbyPort, directory: directory, binDirectory: binDirectory, runAsPostgres: runAsPostgres)
+            let admin = try PGConnection(url: url(database: "postgres"))
+            defer { admin.close() }
+            if synchronous {
+                // Two statements: ALTER SYSTEM refuses to run inside the implicit transaction of a multi-statement script.
+                try admin.executeScript("ALTER SYSTEM SET synchronous_standby_names = '*'")
+                try admin.executeScript("SELECT pg_reload_conf()")
+            }
+            let wanted = synchronous ? "sync" : "async"
+            let deadline = Date().addingTimeInterval(60)
+            while true {
+                let state = try admin.query("SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'").first?.string("sync_state")
+                if state == wanted { break }
+                guard Date() < deadline else {
+                    standby.stop()
+                    throw PGError(kind: .embeddedServer, message: "the standby did not stream as \(wanted) within 60 s\n\(standby.logTail())")
+                }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            return standby
+        } catch {
+            EmbeddedPostgres.killPostmaster(dataDirectory: directory + "/data")
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote -w`): it leaves recovery and accepts writes.
+    public func promote() throws {
+        let result = try EmbeddedPostgres.run(binDirectory + "/pg_ctl", ["-D", dataDirectory, "-w", "-t", "60", "promote"],
+                                              asPostgres: runAsPostgres, in: directory)
+        guard result.status == 0 else {
+            throw PGError(kind: .embeddedServer, message: "pg_ctl promote failed: \(result.output.suffix(500))\n\(logTail())")
+        }
+    }
+
+    /// Fault injection: the server dies as in a crash (`pg_ctl stop -m immediate`: no checkpoint,
+    /// every connection cut) and stays down. `stop()` still removes the directory.
+    public func crash() throws {
+        let result = try EmbeddedPostgres.run(binDirectory + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "-t", "30", "stop"],
+                                              asPostgres: runAsPostgres, in: directory)
+        guard result.status == 0 else { throw PGError(kind: .embeddedServer, message: "pg_ctl stop -m immediate failed: \(result.output.suffix(500))") }
+    }
+
+    /// A multi-host URL over `servers` (primary first) that connects only to the one accepting
+    /// writes (`target_session_attrs=read-write`): libpq tries each host in turn, so a client that
+    /// reconnects after a failover finds the promoted standby by itself.
+    public static func failoverURL(_ servers: [EmbeddedPostgres], database: String = databaseName) -> String {
+        let hosts = servers.map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
+        return "postgres://postgres@\(hosts)/\(database)?target_session_attrs=read-write"
+    }
+
     /// The last lines of the server log, for error messages.
     public func logTail(maxBytes: Int = 4000) -> String {
         EmbeddedPostgres.tail(of: logFile, maxBytes: maxBytes)

@@ -33,6 +33,8 @@ public final class Supervisor: Sendable {
         let child: Child
         var process: Process
         var restarts = 0
+        /// Set by `stop(role:)`: its exit is expected and never restarted.
+        let retired = Atomic<Bool>(false)
         init(child: Child, process: Process) { self.child = child; self.process = process }
     }
 
@@ -69,21 +71,38 @@ public final class Supervisor: Sendable {
         running.withLock { list in list.first { $0.child.role == role }?.restarts ?? 0 }
     }
 
+    /// Stops one child for good (SIGTERM, then SIGKILL after `grace`) and forgets it, so its exit is
+    /// not restarted: a consumer-group member leaving the set (scale-in). Returns its exit status
+    /// (0: it stopped cleanly by itself), nil when no child has that role.
+    @discardableResult
+    public func stop(role: String, grace: Duration = .seconds(10)) -> Int32? {
+        guard let entry = running.withLock({ list -> Running? in
+            guard let index = list.firstIndex(where: { $0.child.role == role }) else { return nil }
+            return list.remove(at: index)
+        }) else { return nil }
+        entry.retired.store(true, ordering: .releasing)
+        terminate(entry, grace: grace)
+        let process = running.withLock { _ in entry.process }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
     /// Stops every child in reverse start order.
     public func stopAll(grace: Duration = .seconds(10)) {
         stopping.store(true, ordering: .releasing)
         let entries = running.withLock { $0.reversed() }
-        for entry in entries {
-            let process = running.withLock { _ in entry.process }
-            guard process.isRunning else { continue }
-            kill(process.processIdentifier, SIGTERM)
-            let deadline = Date().addingTimeInterval(grace.secondsDouble)
-            while process.isRunning && Date() < deadline { usleep(20_000) }
-            if process.isRunning {
-                logger.warning("child_killed", ["role": .string(entry.child.role)])
-                kill(process.processIdentifier, SIGKILL)
-                while process.isRunning { usleep(10_000) }
-            }
+        for entry in entries { terminate(entry, grace: grace) }
+    }
+
+    private func terminate(_ entry: Running, grace: Duration) {
+        let process = running.withLock { _ in entry.process }
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(grace.secondsDouble)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            logger.warning("child_killed", ["role": .string(entry.child.role)])
+            kill(process.processIdentifier, SIGKILL)
+            while process.isRunning { usleep(10_000) }
         }
     }
 
@@ -113,7 +132,7 @@ public final class Supervisor: Sendable {
     }
 
     private func restartIfUnexpected(_ entry: Running, _ ended: Process, onLine: (@Sendable (String) -> Void)?) {
-        guard !stopping.load(ordering: .acquiring) else { return }
+        guard !stopping.load(ordering: .acquiring), !entry.retired.load(ordering: .acquiring) else { return }
         logger.warning("child_exited", ["role": .string(entry.child.role), "status": .of(Int(ended.terminationStatus))])
         switch entry.child.onExit {
         case .ignore: return
@@ -124,7 +143,7 @@ public final class Supervisor: Sendable {
         }
         let attempt = running.withLock { _ in entry.restarts += 1; return entry.restarts }
         DispatchQueue.global().asyncAfter(deadline: .now() + min(5.0, 0.2 * Double(1 << min(attempt, 5)))) { [self] in
-            guard !stopping.load(ordering: .acquiring) else { return }
+            guard !stopping.load(ordering: .acquiring), !entry.retired.load(ordering: .acquiring) else { return }
             do {
                 try launch(entry, onLine: onLine)
             } catch {

@@ -10,14 +10,16 @@ import Workers
 /// of separate processes: broker, (private) PostgreSQL, migrations, ingest, one worker per stage.
 struct DevCommand: CLICommand {
     let name = "dev"
-    let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest and one worker per stage; print the URLs; Ctrl-C stops everything."
-    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE] [--demo]"
-    let optionNames: Set<String> = ["port", "partitions", "database-url", "catalog"]
+    let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest and one worker per stage (--workers: more); print the URLs; Ctrl-C stops everything."
+    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
+    let optionNames: Set<String> = ["port", "partitions", "database-url", "catalog", "workers"]
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
 
     /// Consumer stages, then the membership events relay (a worker role of its own, issue 17).
     static let stages = ["decode", "dedupe", "classify", "membership", "relay"]
+    /// The stages `--workers` can scale out: consumer-group members sharing the partitions.
+    static let scalable = ["decode", "dedupe", "classify", "membership"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let logger = Logger(component: "dev")
@@ -25,6 +27,7 @@ struct DevCommand: CLICommand {
         stop.installSignalHandlers(logger: logger)
         let port = try arguments.int("port", default: 8080)
         let partitions = try arguments.int("partitions", default: 12)
+        let members = try arguments.value("workers").map { try MemberCounts.parse($0, stages: DevCommand.scalable) } ?? MemberCounts()
         let failed = Mutex<String?>(nil)
         // The embedded broker keeps its data in memory: if it dies, the set cannot go on.
         let supervisor = Supervisor(executable: try selfExecutable()) { role in
@@ -86,11 +89,15 @@ struct DevCommand: CLICommand {
         var admin: [String: String] = [:]
         // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
         let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
+        // --workers: more members of a stage join its consumer group and share its partitions.
         for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
-            let adminPort = try FreePort.loopback()
-            admin[stage] = "http://127.0.0.1:\(adminPort)"
-            pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                                     environment: environment))
+            for member in 1...members.members(of: stage) {
+                let role = MemberCounts.role(stage, member: member)
+                let adminPort = try FreePort.loopback()
+                admin[role] = "http://127.0.0.1:\(adminPort)"
+                pids[role] = try supervisor.start(.init(role: role, arguments: ["worker", stage, "--admin-port", String(adminPort)],
+                                                        environment: environment))
+            }
         }
         // READY means a notification posted now flows through at once: every stage answers /readyz
         // (it holds partitions, nothing paused, PostgreSQL and the broker reachable).
@@ -164,12 +171,8 @@ enum DevSigningKey {
     }
 }
 
-/// Database URLs may carry a password: never print it.
-func redacted(_ url: String) -> String {
-    guard var components = URLComponents(string: url), components.password != nil else { return url }
-    components.password = "***"
-    return components.string ?? url
-}
+/// Database URLs may carry a password: never print it (several hosts included: `DatabaseURL`).
+func redacted(_ url: String) -> String { DatabaseURL.redacted(url) }
 
 struct DevError: Error, CustomStringConvertible {
     let description: String

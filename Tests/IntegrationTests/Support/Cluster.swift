@@ -20,6 +20,12 @@ final class Cluster: @unchecked Sendable {
     /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`), and the broker's (`broker`).
     private(set) var adminURLs: [String: String] = [:]
     private var postgres: EmbeddedPostgres?
+    /// The streaming standby (`start(standby: true)`); `databaseURL` then names both servers.
+    private(set) var standby: EmbeddedPostgres?
+    /// What every stage worker was started with, for members added later (`addMember`).
+    private var workerEnvironment: [String: String] = [:]
+    private var workerExit: Supervisor.ExitPolicy = .ignore
+    private var memberCount: [String: Int] = [:]
 
     static let stages = ["decode", "dedupe", "classify", "membership"]
     /// Workers that are not consumer stages: the membership events relay (issue 17).
@@ -57,7 +63,9 @@ final class Cluster: @unchecked Sendable {
     }
 
     /// - Parameter workerExit: what the supervisor does when a worker dies (tests that SIGKILL workers restart them).
-    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore) throws {
+    /// - Parameter standby: also run a synchronous streaming standby of PostgreSQL; every process gets
+    ///   the multi-host `DATABASE_URL` with `target_session_attrs=read-write` (`failOver()`).
+    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore, standby withStandby: Bool = false) throws {
         let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
         let ready = DispatchSemaphore(value: 0)
         // The broker's own /metrics (`--admin-port`), beside the stages' admin servers.
@@ -80,6 +88,11 @@ final class Cluster: @unchecked Sendable {
         let server = try EmbeddedPostgres.start()
         postgres = server
         databaseURL = server.url
+        if withStandby {
+            let copy = try server.startStandby()
+            standby = copy
+            databaseURL = EmbeddedPostgres.failoverURL([server, copy])
+        }
         try runOnce(["migrate", "--database-url", databaseURL])
 
         let port = try FreePort.loopback()
@@ -92,9 +105,12 @@ final class Cluster: @unchecked Sendable {
         environment.merge(extraEnvironment) { $1 }
         IngestCredential.apiKey = TestCredentials.serviceKey
         try supervisor.start(try child("ingest", ["ingest", "--port", String(port)], environment: environment))
+        workerEnvironment = environment
+        self.workerExit = workerExit
         for stage in Cluster.stages + Cluster.relays {
             let adminPort = try FreePort.loopback()
             adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
+            memberCount[stage] = 1
             try supervisor.start(try child(stage, ["worker", stage, "--admin-port", String(adminPort)], environment: environment, onExit: workerExit))
         }
         try waitUntilReady(timeout: 60)
@@ -111,7 +127,49 @@ final class Cluster: @unchecked Sendable {
     func stop() {
         supervisor.stopAll()
         postgres?.stop()
+        standby?.stop()
     }
+
+    /// Starts one more member of `stage`'s consumer group (a `storeledger worker <stage>` like the
+    /// first, as `storeledger dev --workers` does); returns its role (`decode-2`, ...), whose admin
+    /// URL is in `adminURLs`. The group rebalances to share the partitions with it.
+    @discardableResult
+    func addMember(_ stage: String) throws -> String {
+        let index = (memberCount[stage] ?? 1) + 1
+        memberCount[stage] = index
+        let role = MemberCounts.role(stage, member: index)
+        let adminPort = try FreePort.loopback()
+        adminURLs[role] = "http://127.0.0.1:\(adminPort)"
+        try supervisor.start(try child(role, ["worker", stage, "--admin-port", String(adminPort)], environment: workerEnvironment, onExit: workerExit))
+        return role
+    }
+
+    /// Stops a member for good with SIGTERM (it leaves the group after finishing and committing its
+    /// batch) and returns its exit status: 0 when it stopped within the grace, by itself.
+    @discardableResult
+    func removeMember(_ role: String, grace: Duration = .seconds(20)) -> Int32? {
+        adminURLs.removeValue(forKey: role)
+        return supervisor.stop(role: role, grace: grace)
+    }
+
+    /// The roles of the current members of `stage` (the first keeps the stage's name).
+    func members(of stage: String) -> [String] {
+        adminURLs.keys.filter { $0 == stage || $0.hasPrefix("\(stage)-") && Int($0.dropFirst(stage.count + 1)) != nil }.sorted()
+    }
+
+    /// Fails PostgreSQL over: the primary dies (immediate shutdown, it stays down) and the standby is
+    /// promoted. Returns how long the promotion took.
+    @discardableResult
+    func failOver() throws -> TimeInterval {
+        guard let postgres, let standby else { throw ClusterError("no standby started (start(standby: true))") }
+        try postgres.crash()
+        let started = Date()
+        try standby.promote()
+        return Date().timeIntervalSince(started)
+    }
+
+    /// A connection to the primary only (after `failOver()`, the promoted standby).
+    func primaryDatabase() throws -> PGConnection { try PGConnection(url: databaseURL) }
 
     func kill(_ role: String, signal: Int32 = SIGKILL) {
         if let pid = supervisor.pid(of: role) { Foundation.kill(pid, signal) }

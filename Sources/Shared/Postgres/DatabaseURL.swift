@@ -1,0 +1,80 @@
+/// `DATABASE_URL` as printed or logged: the password replaced by `***`, in every form libpq takes
+/// (docs/configuration.md): a URI `postgres://user:secret@host1:5432,host2:5433/db?...` (several
+/// hosts included, where `URLComponents` gives up), a `password=` URI parameter, or a `key=value`
+/// conninfo string's `password=secret` / `password='se cret'`.
+public enum DatabaseURL {
+    public static func redacted(_ url: String) -> String {
+        if let scheme = url.range(of: "://"), url.hasPrefix("postgres") {
+            var text = url
+            let rest = text[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+            if let at = rest[..<authorityEnd].lastIndex(of: "@"),
+               let colon = rest[..<at].firstIndex(of: ":") {
+                text.replaceSubrange(text.index(after: colon)..<at, with: "***")
+            }
+            return redactingQueryPassword(text)
+        }
+        return redactingKeywordPassword(url)
+    }
+
+    /// `...?sslmode=require&password=secret&...`
+    private static func redactingQueryPassword(_ url: String) -> String {
+        guard let query = url.firstIndex(of: "?") else { return url }
+        let parameters = url[url.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            pair.lowercased().hasPrefix("password=") ? "password=***" : String(pair)
+        }
+        return String(url[...query]) + parameters.joined(separator: "&")
+    }
+
+    /// `host=a password='it''s' dbname=b`: libpq's quoting (single quotes, backslash escapes).
+    private static func redactingKeywordPassword(_ conninfo: String) -> String {
+        var output = ""
+        var index = conninfo.startIndex
+        while index < conninfo.endIndex {
+            let rest = conninfo[index...]
+            let atWordStart = index == conninfo.startIndex || conninfo[conninfo.index(before: index)].isWhitespace
+            guard atWordStart, let match = passwordKeyword(rest) else {
+                output.append(conninfo[index])
+                index = conninfo.index(after: index)
+                continue
+            }
+            output += "password=***"
+            index = skipValue(conninfo, from: match)
+        }
+        return output
+    }
+
+    /// Where the value starts when `text` begins with `password` `=` (spaces allowed around `=`).
+    private static func passwordKeyword(_ text: Substring) -> String.Index? {
+        guard text.lowercased().hasPrefix("password") else { return nil }
+        var index = text.index(text.startIndex, offsetBy: 8)
+        while index < text.endIndex, text[index].isWhitespace { index = text.index(after: index) }
+        guard index < text.endIndex, text[index] == "=" else { return nil }
+        index = text.index(after: index)
+        while index < text.endIndex, text[index].isWhitespace { index = text.index(after: index) }
+        return index
+    }
+
+    private static func skipValue(_ text: String, from start: String.Index) -> String.Index {
+        var index = start
+        guard index < text.endIndex else { return index }
+        if text[index] == "'" {
+            index = text.index(after: index)
+            while index < text.endIndex {
+                if text[index] == "\\" {
+                    index = text.index(after: index)
+                    if index < text.endIndex { index = text.index(after: index) }
+                    continue
+                }
+                if text[index] == "'" { return text.index(after: index) }
+                index = text.index(after: index)
+            }
+            return index
+        }
+        while index < text.endIndex, !text[index].isWhitespace {
+            if text[index] == "\\" { index = text.index(after: index) }
+            if index < text.endIndex { index = text.index(after: index) }
+        }
+        return index
+    }
+}
