@@ -12,6 +12,8 @@ final class BoundedReads: Sendable {
     let maxInFlight: Int
     private let inFlight = Atomic<Int>(0)
     private let logger = Logger(component: "ingest")
+    /// Each of these repeats per request during an outage: one line per 10 s each.
+    private let failures = ThrottledLog(), timeouts = ThrottledLog(), refusals = ThrottledLog()
 
     init(timeout: Duration, maxInFlight: Int) {
         self.timeout = timeout
@@ -24,14 +26,18 @@ final class BoundedReads: Sendable {
              answered: @escaping @Sendable (Int) -> Void) {
         guard inFlight.add(1, ordering: .relaxed).newValue <= maxInFlight else {
             inFlight.subtract(1, ordering: .relaxed)
-            logger.warning("read_refused_saturated", ["in_flight": .int(Int64(maxInFlight))])
+            refusals.log { held in
+                logger.warning("read_refused_saturated", ["in_flight": .int(Int64(maxInFlight)), "held_back": .int(Int64(held))])
+            }
             if responder.respond(.error(status: 503, reason: "too many reads waiting on the database; retry later")) { answered(503) }
             return
         }
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [logger] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
             if responder.respond(.error(status: 503, reason: "the database did not answer in time; retry later")) {
-                logger.warning("read_timeout", ["timeout_ms": .int(Int64(seconds * 1000))])
+                timeouts.log { held in
+                    logger.warning("read_timeout", ["timeout_ms": .int(Int64(seconds * 1000)), "held_back": .int(Int64(held))])
+                }
                 answered(503)
             }
         }
@@ -41,7 +47,9 @@ final class BoundedReads: Sendable {
             do {
                 response = try body()
             } catch {
-                logger.error("read_failed", ["error": .string(String(describing: error))])
+                self.failures.log { held in
+                    self.logger.error("read_failed", ["error": .string(String(describing: error)), "held_back": .int(Int64(held))])
+                }
                 response = .error(status: 503, reason: "database unavailable")
             }
             if responder.respond(response) { answered(response.status) }

@@ -1,3 +1,4 @@
+import Synchronization
 @testable import Runtime
 import XCTest
 
@@ -44,5 +45,24 @@ final class FailpointsAndMetricsTests: XCTestCase {
         metrics.removeGauges("storeledger_consumer_lag")
         XCTAssertNil(metrics.gauge("storeledger_consumer_lag", ["partition": "1"]))
         XCTAssertEqual(metrics.gauge("storeledger_other"), 1)
+    }
+
+    /// A line repeated per request during an outage is written once per interval, and the next
+    /// written line says how many were held back.
+    func testThrottledLogWritesOncePerIntervalAndCountsTheRest() {
+        let held = Mutex<[Int]>([])
+        let hourly = ThrottledLog(interval: .seconds(3600))
+        for _ in 0..<5 { hourly.log { count in held.withLock { $0.append(count) } } }
+        XCTAssertEqual(held.withLock { $0 }, [0], "the first line only")
+        let always = ThrottledLog(interval: .zero)
+        held.withLock { $0 = [] }
+        for _ in 0..<3 { always.log { count in held.withLock { $0.append(count) } } }
+        XCTAssertEqual(held.withLock { $0 }, [0, 0, 0])
+        let short = ThrottledLog(interval: .milliseconds(200))
+        held.withLock { $0 = [] }
+        for _ in 0..<4 { short.log { count in held.withLock { $0.append(count) } } }
+        Thread.sleep(forTimeInterval: 0.3)
+        short.log { count in held.withLock { $0.append(count) } }
+        XCTAssertEqual(held.withLock { $0 }, [0, 3], "the line after the interval counts the three held back")
     }
 }

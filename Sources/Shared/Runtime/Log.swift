@@ -70,3 +70,26 @@ public struct Logger: Sendable {
         Logger.lock.withLock { _ in FileHandle.standardError.write(data) }
     }
 }
+
+/// One log line per `interval` for an event that can repeat per request (a read failing during a
+/// PostgreSQL outage would otherwise log once per call); the next line says how many were held back.
+public final class ThrottledLog: Sendable {
+    private let interval: Duration
+    private let state = Mutex<(last: ContinuousClock.Instant?, held: Int)>((nil, 0))
+
+    public init(interval: Duration = .seconds(10)) { self.interval = interval }
+
+    /// Calls `write` with the number of lines held back since the last one, or holds this one back.
+    public func log(_ write: (_ heldBack: Int) -> Void) {
+        let now = ContinuousClock.now
+        let held: Int? = state.withLock { state in
+            if let last = state.last, now - last < interval {
+                state.held += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.held
+        }
+        if let held { write(held) }
+    }
+}

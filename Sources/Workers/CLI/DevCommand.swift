@@ -44,7 +44,10 @@ struct DevCommand: CLICommand {
         // Broker first: everything else needs its address.
         let bootstrap = Mutex<String?>(nil)
         let brokerReady = DispatchSemaphore(value: 0)
-        let brokerPid = try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", String(partitions)], onExit: .stopAll)) { line in
+        // The broker's /metrics like every other process's (records per topic, faults).
+        let brokerAdminPort = try FreePort.loopback()
+        let brokerArguments = ["broker", "--partitions", String(partitions), "--admin-port", String(brokerAdminPort)]
+        let brokerPid = try supervisor.start(.init(role: "broker", arguments: brokerArguments, onExit: .stopAll)) { line in
             if line.hasPrefix("BOOTSTRAP=") {
                 bootstrap.withLock { $0 = String(line.dropFirst("BOOTSTRAP=".count)) }
                 brokerReady.signal()
@@ -86,7 +89,7 @@ struct DevCommand: CLICommand {
         signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
         signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
-        var admin: [String: String] = [:]
+        var admin: [String: String] = ["broker": "http://127.0.0.1:\(brokerAdminPort)"]
         // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
         let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
         // --workers: more members of a stage join its consumer group and share its partitions.
