@@ -56,7 +56,8 @@ final class ReplayTests: XCTestCase {
         XCTAssert(busy.stderr.contains("has active members"), busy.stderr)
 
         for stage in Cluster.stages { cluster.kill(stage, signal: SIGTERM) }
-        try waitUntil("the stages stopped", timeout: 30) { Cluster.stages.allSatisfy { cluster.supervisor.pid(of: $0) == nil } }
+        let pids = Cluster.stages.compactMap { cluster.supervisor.pid(of: $0) }
+        try waitUntil("the stages stopped", timeout: 30) { pids.allSatisfy { kill($0, 0) != 0 } }
 
         // (c) dedupe with its rule fixed (classify's still wrong): the split purchase merges.
         var classifyStillWrong = environment

@@ -5,15 +5,15 @@ import Runtime
 /// Each suite lives in its own file (Bench*.swift) with a `run(_ arguments:) throws -> Int32`.
 struct BenchCommand: CLICommand {
     let name = "bench"
-    let summary = "Run a benchmark suite: decode | sign | pipeline | all. Prints figures and ratios; see BENCHMARKS.md."
-    let usage = "decode|sign|pipeline|all [suite options]"
+    let summary = "Run a benchmark suite: decode | sign | pipeline | replay | all. Prints figures and ratios; see BENCHMARKS.md."
+    let usage = "decode|sign|pipeline|replay|all [suite options]"
     let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python"]
     let flagNames: Set<String> = ["json", "quick"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
-            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run,
+            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "replay": ReplayBench.run,
         ]
         if suite == "all" {
             var status: Int32 = 0

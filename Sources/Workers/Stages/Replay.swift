@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Synchronization
 
 /// What an operator asks of `storeledger replay`.
 public struct ReplayRequest: Sendable {
@@ -186,7 +187,16 @@ public struct ReplayEngine {
         var committed = false
         defer { if !committed { try? db.executeScript("ROLLBACK") } }
         let keys = keysInRange.sorted()
+        // Records a previous replay superseded (it republished the subscription's corrected derivation).
+        let horizons = try loadHorizons(db, keys: keys, topics: request.stage == .decode ? [] : request.stage.inputTopics)
+        if !horizons.isEmpty {
+            records.removeAll { record in
+                guard let key = record.key, let highs = horizons[HorizonKey(key: String(decoding: key, as: UTF8.self), topic: record.topic)] else { return false }
+                return Int(record.partition) < highs.count && record.offset < highs[Int(record.partition)]
+            }
+        }
         var commands: [MembershipCommand] = []
+        var uniqueOut: [OutputRecord] = []
         var done = 0
         let work = records.count
         func step(_ count: Int) {
@@ -206,6 +216,7 @@ public struct ReplayEngine {
                 index += batch.count
                 for output in try dedupe.process(batch, database: db).outputs {
                     commands += try classified(output.value)
+                    uniqueOut.append(output)
                 }
                 step(batch.count)
             }
@@ -276,7 +287,42 @@ public struct ReplayEngine {
             if let lost = zip(holds, generations).first(where: { $0.0.wasRebalanced(since: $0.1) }) {
                 throw ReplayRefused("a worker joined \(lost.0.groupId) while the replay ran: rolled back, nothing written")
             }
+            // The corrected subscriptions' new derivation goes to the topics after the stage, so a
+            // later replay of a later stage starts from it (their older records there are superseded).
+            let corrected = Set(compensations.map(\.subscriptionKey))
+            var downstream: [(topic: String, records: [(key: String, value: [UInt8])])] = []
+            if request.stage == .decode {
+                downstream.append((Topic.decoded, records.compactMap { record in
+                    record.key.map { (key: String(decoding: $0, as: UTF8.self), value: record.value) }
+                }.filter { corrected.contains($0.key) }))
+            }
+            if request.stage == .decode || request.stage == .dedupe {
+                downstream.append((Topic.unique, uniqueOut.filter { corrected.contains($0.key) }.map { (key: $0.key, value: $0.value) }))
+            }
+            if request.stage != .membership {
+                let encoder = JSONEncoder()
+                downstream.append((Topic.commands, try commands.filter { corrected.contains($0.subscriptionKey) }.map {
+                    (key: $0.subscriptionKey, value: [UInt8](try encoder.encode($0)))
+                }))
+            }
+            if !corrected.isEmpty, !downstream.isEmpty {
+                try republish(downstream, corrected: corrected.sorted(), stage: request.stage, codeVersion: request.codeVersion,
+                              reader: reader, db: db)
+            }
             try db.executeScript("COMMIT")
+            if !corrected.isEmpty {
+                // The later stages' groups move past what was republished: the workers must not apply it
+                // again (only the replay wrote to those topics since they stopped, and they had caught up).
+                for (stage, hold) in zip(request.stage.recomputedStages, holds).dropFirst() {
+                    var ends: [PartitionID: Int64] = [:]
+                    for topic in stage.inputTopics {
+                        for partition in 0..<(try reader.partitionCount(topic: topic)) {
+                            ends[PartitionID(topic: topic, partition: partition)] = try reader.watermarks(topic: topic, partition: partition).high
+                        }
+                    }
+                    try hold.consumer.commit(offsets: ends)
+                }
+            }
             Metrics.shared.increment("storeledger_replay_entries_total", ["stage": request.stage.rawValue], by: Double(written))
         }
         committed = true
@@ -288,6 +334,59 @@ public struct ReplayEngine {
                             recordsRead: read, recordsInRange: inRange, subscriptions: keys.count, commandsFolded: commands.count,
                             diff: diff, entriesWritten: written, seconds: seconds,
                             recordsPerSecond: seconds > 0 ? Double(read) / seconds : 0)
+    }
+
+    private struct HorizonKey: Hashable { var key: String; var topic: String }
+
+    private func loadHorizons(_ db: PGConnection, keys: [String], topics: [String]) throws -> [HorizonKey: [Int64]] {
+        guard !keys.isEmpty else { return [:] }
+        var result: [HorizonKey: [Int64]] = [:]
+        let decoder = JSONDecoder()
+        for row in try db.query("""
+            SELECT subscription_key, topic, partition_highs::text AS h FROM replay_horizons
+            WHERE subscription_key = ANY(\(keys)) AND topic = ANY(\(topics))
+            """) {
+            result[HorizonKey(key: try row.string("subscription_key"), topic: try row.string("topic"))] =
+                try decoder.decode([Int64].self, from: Data(try row.string("h").utf8))
+        }
+        return result
+    }
+
+    /// Publishes the corrected derivation (acknowledged by the broker before the caller commits) and
+    /// records, per corrected subscription and topic, the partitions' high watermarks before it.
+    private func republish(_ topics: [(topic: String, records: [(key: String, value: [UInt8])])], corrected: [String],
+                           stage: ReplayStage, codeVersion: String, reader: TopicRangeReader, db: PGConnection) throws {
+        let producer = try KafkaProducer(config: kafka)
+        defer { producer.close() }
+        let failures = Mutex<[String]>([])
+        var rows = JSONRows()
+        for (topic, records) in topics {
+            var highs: [Int64] = []
+            for partition in 0..<(try reader.partitionCount(topic: topic)) { highs.append(try reader.watermarks(topic: topic, partition: partition).high) }
+            let highsJSON = Array("[\(highs.map(String.init).joined(separator: ","))]".utf8)
+            for key in corrected {
+                rows.beginRow()
+                rows.string("k", key)
+                rows.string("t", topic)
+                rows.raw("h", highsJSON)
+                rows.endRow()
+            }
+            for record in records {
+                producer.send(topic: topic, key: Array(record.key.utf8), value: record.value,
+                              headers: [KafkaHeader(name: RecordHeader.provenance, value: Array("replay".utf8))]) { result in
+                    if case .failure(let error) = result { failures.withLock { $0.append(String(describing: error)) } }
+                }
+            }
+        }
+        try producer.flush(timeout: .seconds(120))
+        if let failure = failures.withLock({ $0.first }) { throw ReplayRefused("republishing the corrected records failed: \(failure); rolled back") }
+        guard rows.count > 0 else { return }
+        try db.execute("""
+            INSERT INTO replay_horizons (subscription_key, topic, partition_highs, stage, code_version)
+            SELECT k, t, h, \(stage.rawValue), \(codeVersion) FROM jsonb_to_recordset(\(rows.json)) AS x(k text, t text, h jsonb)
+            ON CONFLICT (subscription_key, topic) DO UPDATE SET partition_highs = EXCLUDED.partition_highs, stage = EXCLUDED.stage,
+                code_version = EXCLUDED.code_version, replayed_at = now()
+            """)
     }
 
     /// classify over one unique-event record, as the classify stage does it (invalid ones it dead-letters).

@@ -267,5 +267,20 @@ public enum Schema {
         FROM grants g
         LEFT JOIN purchases p ON p.subscription_key = g.subscription_key AND p.purchase_id = g.purchase_id;
         """),
+        Migration(version: 8, name: "replay horizons", sql: """
+        -- Replay (issue 13): a replay republishes the corrected derivation of the subscriptions it
+        -- corrected to the topics after the replayed stage. Their older records there are superseded:
+        -- per topic, the high watermark of each partition (a JSON array by partition) before the
+        -- replay published; later replays ignore a subscription's records below it.
+        CREATE TABLE replay_horizons (
+            subscription_key text NOT NULL,
+            topic            text NOT NULL,
+            partition_highs  jsonb NOT NULL,
+            stage            text NOT NULL,
+            code_version     text NOT NULL,
+            replayed_at      timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (subscription_key, topic)
+        );
+        """),
     ]
 }

@@ -174,6 +174,27 @@ public enum ReplayCompensation {
         "replay of \(stage.rawValue) after a fix (code \(codeVersion)): \(original)"
     }
 
+    /// Whether `command` is a replay's compensation (its id says so).
+    public static func isCompensation(_ command: MembershipCommand) -> Bool { command.commandId.hasPrefix("replay|") }
+
+    /// Every entry a compensation causes says it came from the replay, also those membership words
+    /// itself (a purchase superseded by the corrected one names only the switch).
+    public static func labelled(_ entry: LedgerEntry, by command: MembershipCommand) -> LedgerEntry {
+        guard isCompensation(command), !entry.reason.hasPrefix("replay of "), let end = command.reason.range(of: "): ") else { return entry }
+        var labelled = entry
+        labelled.reason = String(command.reason[..<end.upperBound]) + entry.reason
+        return labelled
+    }
+
+    public static func labelled(_ entries: [DescribedEntry], by command: MembershipCommand) -> [DescribedEntry] {
+        guard isCompensation(command) else { return entries }
+        return entries.map { item in
+            var copy = item
+            copy.entry = labelled(item.entry, by: command)
+            return copy
+        }
+    }
+
     /// Commands that bring `stored` to what `fresh` grants, for one subscription: every purchase
     /// whose facts, granted interval or credit differ is re-stated with the fresh facts (membership
     /// reconciles it to the difference), and a purchase the fresh computation no longer knows (a
