@@ -44,7 +44,10 @@ public struct ReplayReport: Codable, Sendable {
     /// Ledger entries written (0 for a dry run).
     public var entriesWritten: Int
     public var seconds: Double
-    /// Input records per second through the whole recomputation (read, stages, fold, diff).
+    /// Of `seconds`, the wait for the consumer groups (the embedded broker holds a first join ~3 s).
+    public var joinSeconds: Double
+    /// Input records per second through the whole recomputation (read, stages, fold, diff, write),
+    /// from the moment the groups were held.
     public var recordsPerSecond: Double
 }
 
@@ -106,6 +109,7 @@ public struct ReplayEngine {
                 """)
         }
         let generations = holds.map(\.consumer.rebalanceGeneration)
+        let joinSeconds = elapsed()
         // Caught up: PostgreSQL then reflects every record of every recomputed stage's topics.
         for (stage, hold) in zip(request.stage.recomputedStages, holds) {
             for topic in stage.inputTopics {
@@ -332,8 +336,8 @@ public struct ReplayEngine {
                                         "written": .of(written), "code_version": .string(request.codeVersion)])
         return ReplayReport(stage: request.stage.rawValue, dryRun: request.dryRun, codeVersion: request.codeVersion,
                             recordsRead: read, recordsInRange: inRange, subscriptions: keys.count, commandsFolded: commands.count,
-                            diff: diff, entriesWritten: written, seconds: seconds,
-                            recordsPerSecond: seconds > 0 ? Double(read) / seconds : 0)
+                            diff: diff, entriesWritten: written, seconds: seconds, joinSeconds: joinSeconds,
+                            recordsPerSecond: seconds > joinSeconds ? Double(read) / (seconds - joinSeconds) : 0)
     }
 
     private struct HorizonKey: Hashable { var key: String; var topic: String }
