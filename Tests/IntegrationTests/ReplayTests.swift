@@ -68,6 +68,19 @@ final class ReplayTests: XCTestCase {
         let s1State = try XCTUnwrap(try ScenarioDatabase.states(db, where: "subscription_key = \(s1)").first)
         XCTAssertEqual(s1State.granted.count, 1, "one purchase grants: \(s1State.granted)")
 
+        // `--users` keeps a replay to those owners; a time bound is found without offsets-for-times
+        // (the embedded broker cannot answer it: the command bisects on record timestamps).
+        let noFix = environment.filter { $0.key != "STORELEDGER_TEST_WRONG_RULE" }
+        let others = try replay(cluster, noFix, ["--stage", "classify", "--from", "earliest", "--users", "user-\(p)1,nobody", "--dry-run"])
+        XCTAssertEqual(try others.report().diff.entries, 0, others.stdout)
+        let all = try others.report().recordsRead
+        let sinceStart = try replay(cluster, noFix, ["--stage", "membership", "--from", "2000-01-01", "--dry-run"])
+        XCTAssertEqual(try sinceStart.report().recordsInRange, try sinceStart.report().recordsRead, sinceStart.stdout)
+        let future = try replay(cluster, noFix, ["--stage", "membership", "--from", "@\(Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000)",
+                                                 "--dry-run"])
+        XCTAssertEqual(try future.report().recordsInRange, 0, future.stdout)
+        XCTAssertGreaterThan(all, 0)
+
         // (b) classify with its rule fixed: exactly the crossgrading user is corrected.
         let classify = try correct(cluster, environment.filter { $0.key != "STORELEDGER_TEST_WRONG_RULE" }, db, stage: "classify")
         XCTAssertEqual(classify.owners, ["user-\(p)"])
@@ -158,6 +171,7 @@ final class ReplayTests: XCTestCase {
         }
         var entriesWritten: Int
         var recordsRead: Int
+        var recordsInRange: Int
         var recordsPerSecond: Double
         var diff: Diff
     }

@@ -65,21 +65,39 @@ enum ReplayBench {
         logger.info("prefilled", ["events": .of(subscriptions * 6), "ledger": .of(ledger)])
 
         let engine = ReplayEngine(kafka: kafka, databaseURL: postgres.url, catalog: Catalog(), decoder: nil)
-        var results: [(String, ReplayReport)] = []
+        var results: [(String, ReplayReport, [String: Double])] = []
         for (label, dry) in [("replay", false), ("dry run", true)] {
-            let report = try engine.run(ReplayRequest(stage: .membership, from: .earliest, dryRun: dry)) { _ in }
-            results.append((label, report))
+            // When each phase ended (its last progress report), for the breakdown.
+            var phases: [String: Double] = [:]
+            let cpuBefore = cpuSeconds()
+            let report = try engine.run(ReplayRequest(stage: .membership, from: .earliest, dryRun: dry)) { progress in
+                phases[progress.phase] = progress.elapsedSeconds
+            }
+            phases["cpu"] = cpuSeconds() - cpuBefore
+            results.append((label, report, phases))
         }
         let ledgerAfter = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
         var text = "bench replay: \(subscriptions * 6) commands over \(subscriptions) subscriptions (fill + apply \(String(format: "%.1f", fill)) s)\n"
-        for (label, report) in results {
+        for (label, report, phases) in results {
             text += "  \(label): \(report.recordsRead) records in \(String(format: "%.2f", report.seconds - report.joinSeconds)) s "
                 + "after \(String(format: "%.1f", report.joinSeconds)) s of group joins = \(Int(report.recordsPerSecond)) records/s "
                 + "through membership (goal >= 10,000); entries planned \(report.diff.entries)\n"
+            let read = (phases["reading"] ?? 0) - report.joinSeconds, decode = (phases["replaying"] ?? 0) - (phases["reading"] ?? 0)
+            text += "    read \(String(format: "%.2f", read)) s, decode commands \(String(format: "%.2f", decode)) s, "
+                + "fold + compare + plan \(String(format: "%.2f", report.seconds - (phases["replaying"] ?? 0))) s; "
+                + "CPU \(String(format: "%.2f", phases["cpu"] ?? 0)) s (this process, embedded broker included) = "
+                + "\(Int(Double(report.recordsRead) / max(phases["cpu"] ?? 1, 0.001))) records per CPU-second\n"
         }
         text += "  ledger entries before/after: \(ledger)/\(ledgerAfter)\n"
         FileHandle.standardOutput.write(Data(text.utf8))
         return ledgerAfter == ledger ? 0 : 1
+    }
+
+    /// User + system CPU time of this process so far.
+    private static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     private static func seconds(_ duration: Duration) -> Double {

@@ -110,8 +110,10 @@ public struct ReplayEngine {
         }
         let generations = holds.map(\.consumer.rebalanceGeneration)
         let joinSeconds = elapsed()
-        // Caught up: PostgreSQL then reflects every record of every recomputed stage's topics.
-        for (stage, hold) in zip(request.stage.recomputedStages, holds) {
+        // The later stages caught up: PostgreSQL then reflects the derivation of everything the replayed
+        // stage had committed (which is where its part of the replay ends; what arrived after it, the
+        // stage processes when it starts again, on corrected state).
+        for (stage, hold) in zip(request.stage.recomputedStages, holds).dropFirst() {
             for topic in stage.inputTopics {
                 let partitions = Array(0..<(try reader.partitionCount(topic: topic)))
                 let committed = try hold.consumer.committedOffsets(topic: topic, partitions: partitions, timeout: .seconds(10))
@@ -228,31 +230,55 @@ public struct ReplayEngine {
             for record in records { commands += try classified(record.value) }
             step(records.count)
         case .membership:
-            let decoder = JSONDecoder()
-            for record in records {
-                guard let command = try? decoder.decode(MembershipCommand.self, from: Data(record.value)),
-                      EventBounds.check(command) == nil else { continue }   // the stage dead-lettered it
-                commands.append(command)
+            // Decoded on every core: JSON is most of a membership replay's time.
+            let values = records.map(\.value)
+            let decodedCommands = ReplayEngine.concurrently(values.count) { range in
+                let decoder = JSONDecoder()
+                return values[range].compactMap { value -> MembershipCommand? in
+                    guard let command = try? decoder.decode(MembershipCommand.self, from: Data(value)),
+                          EventBounds.check(command) == nil else { return nil }   // the stage dead-lettered it
+                    return command
+                }
             }
+            commands = decodedCommands
             step(records.count)
         }
 
-        // 4. Fold from scratch, compare with what is stored, plan the compensation.
-        var fresh = MembershipBook()
-        var causes: [String: Cause] = [:], reasons: [String: String] = [:]
-        for command in commands {
-            _ = fresh.apply(command)
-            if causes[command.subscriptionKey] == nil { causes[command.subscriptionKey] = command.cause }
-            if case .purchase(let grant) = command.action {
-                causes[grant.purchaseId] = command.cause
-                reasons[grant.purchaseId] = command.reason
+        // 4. Fold from scratch, compare with what is stored, plan the compensation. A subscription's
+        //    state depends on its own commands alone, so subscriptions fold apart, on every core.
+        var grouped: [String: [MembershipCommand]] = [:]
+        for command in commands { grouped[command.subscriptionKey, default: []].append(command) }
+        let byKey = grouped
+        let foldKeys = byKey.keys.sorted()
+        let folded = ReplayEngine.concurrently(foldKeys.count) { range -> [(SubscriptionState, [String: Cause], [String: String])] in
+            var out: [(SubscriptionState, [String: Cause], [String: String])] = []
+            for key in foldKeys[range] {
+                var book = MembershipBook()
+                var causes: [String: Cause] = [:], reasons: [String: String] = [:]
+                for command in byKey[key]! {
+                    _ = book.apply(command)
+                    if causes[key] == nil { causes[key] = command.cause }
+                    if case .purchase(let grant) = command.action {
+                        causes[grant.purchaseId] = command.cause
+                        reasons[grant.purchaseId] = command.reason
+                    }
+                }
+                if let state = book.subscriptions[key] { out.append((state, causes, reasons)) }
             }
+            return out
+        }
+        var freshStates: [String: SubscriptionState] = [:]
+        var causes: [String: Cause] = [:], reasons: [String: String] = [:]
+        for (state, stateCauses, stateReasons) in folded {
+            freshStates[state.subscriptionKey] = state
+            causes.merge(stateCauses) { $1 }
+            reasons.merge(stateReasons) { $1 }
         }
         let stored = try loadStates(db, "SELECT state::text AS state FROM subscriptions WHERE subscription_key = ANY(\(keys)) ORDER BY subscription_key")
         let storedByKey = Dictionary(stored.map { ($0.subscriptionKey, $0) }, uniquingKeysWith: { first, _ in first })
         var compensations: [MembershipCommand] = []
         for key in keys {
-            let freshState = fresh.subscriptions[key] ?? SubscriptionState(subscriptionKey: key)
+            let freshState = freshStates[key] ?? SubscriptionState(subscriptionKey: key)
             if let users = request.users {
                 let owners = [storedByKey[key]?.userId, freshState.userId].map { $0 ?? "subscription:\(key)" }
                 guard owners.contains(where: users.contains) else { continue }
@@ -338,6 +364,19 @@ public struct ReplayEngine {
                             recordsRead: read, recordsInRange: inRange, subscriptions: keys.count, commandsFolded: commands.count,
                             diff: diff, entriesWritten: written, seconds: seconds, joinSeconds: joinSeconds,
                             recordsPerSecond: seconds > joinSeconds ? Double(read) / (seconds - joinSeconds) : 0)
+    }
+
+    /// Runs `body` over `count` items split into one slice per core, and joins the slices' results in order.
+    static func concurrently<T: Sendable>(_ count: Int, _ body: @Sendable (Range<Int>) -> [T]) -> [T] {
+        let slices = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / 1000))
+        guard slices > 1 else { return body(0..<count) }
+        let results = Mutex<[Int: [T]]>([:])
+        DispatchQueue.concurrentPerform(iterations: slices) { slice in
+            let range = (count * slice / slices)..<(count * (slice + 1) / slices)
+            let part = body(range)
+            results.withLock { $0[slice] = part }
+        }
+        return results.withLock { all in (0..<slices).flatMap { all[$0] ?? [] } }
     }
 
     private struct HorizonKey: Hashable { var key: String; var topic: String }
