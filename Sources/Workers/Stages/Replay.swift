@@ -180,7 +180,11 @@ public struct ReplayEngine {
         }
         if decodeStage != nil {
             // One subscription's raw inputs may sit in several raw partitions: order them by arrival.
-            records.sort { ($0.timestamp, $0.partition, $0.offset) < ($1.timestamp, $1.partition, $1.offset) }
+            // (The index keeps the events of one raw input in the order decode made them.)
+            records = records.enumerated().sorted {
+                ($0.element.timestamp, $0.element.partition, $0.element.offset, $0.offset)
+                    < ($1.element.timestamp, $1.element.partition, $1.element.offset, $1.offset)
+            }.map(\.element)
         }
         records.removeAll { record in record.key.map { !keysInRange.contains(String(decoding: $0, as: UTF8.self)) } ?? true }
 
