@@ -164,7 +164,8 @@ public struct ReplayEngine {
                         // Raw inputs carry no subscription: decode each to learn (and keep) its events.
                         for output in try decodeStage.process([record], database: nil).outputs {
                             if inside { keysInRange.insert(output.key) }
-                            records.append(KafkaRecord(topic: Topic.decoded, partition: record.partition, offset: record.offset,
+                            // Positioned at its raw input: these events never sat in the decoded topic.
+                            records.append(KafkaRecord(topic: record.topic, partition: record.partition, offset: record.offset,
                                                        key: Array(output.key.utf8), value: output.value, headers: [],
                                                        timestamp: record.timestamp))
                         }
