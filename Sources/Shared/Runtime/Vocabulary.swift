@@ -81,6 +81,8 @@ public enum Vocabulary {
               help: "Outbox events published to storeledger.membership.events."),
         .init(name: "storeledger_webhook_deliveries_total", type: .counter, labels: ["endpoint", "result"], processes: "worker webhooks",
               help: "Webhook delivery attempts by endpoint and result (delivered, failed)."),
+        .init(name: "storeledger_replay_entries_total", type: .counter, labels: ["stage"], processes: "replay",
+              help: "Compensating ledger entries written by storeledger replay, by replayed stage."),
         // Signer
         .init(name: "storeledger_signer_requests_total", type: .counter, labels: ["outcome", "kind"], processes: "signer",
               help: "Sign and API-token requests answered, by outcome."),
@@ -175,5 +177,7 @@ public enum Vocabulary {
         .init(name: "recovery_pass", meaning: "worker recover paged one environment's failed notifications (found, already ingested, fed, failed)."),
         .init(name: "recovery_pass_failed", meaning: "A scheduled recovery pass failed (PostgreSQL, Apple); retried at the next interval."),
         .init(name: "prefilled", meaning: "bench pipeline filled its input topic."),
+        .init(name: "replay_finished", meaning: "storeledger replay finished (stage, dry run, records read, subscriptions, entries planned and written, code version)."),
+        .init(name: "test_wrong_rule_active", meaning: "Tests only: a worker runs with a deliberately wrong rule (STORELEDGER_TEST_WRONG_RULE)."),
     ]
 }

@@ -5,8 +5,8 @@ import Runtime
 /// Each suite lives in its own file (Bench*.swift) with a `run(_ arguments:) throws -> Int32`.
 struct BenchCommand: CLICommand {
     let name = "bench"
-    let summary = "Run a benchmark suite: decode | sign | pipeline | scale | all. Prints figures and ratios; see BENCHMARKS.md."
-    let usage = "decode|sign|pipeline|scale|all [suite options]"
+    let summary = "Run a benchmark suite: decode | sign | pipeline | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
+    let usage = "decode|sign|pipeline|scale|replay|all [suite options]"
     let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python"]
     let flagNames: Set<String> = ["json", "quick"]
 
@@ -14,6 +14,7 @@ struct BenchCommand: CLICommand {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
             "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "scale": ScaleBench.run,
+            "replay": ReplayBench.run,
         ]
         if suite == "all" {
             var status: Int32 = 0

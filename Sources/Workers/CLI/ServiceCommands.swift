@@ -229,12 +229,18 @@ struct WorkerCommand: CLICommand {
         var session: ServerAPISession?
         defer { session?.close() }
         let logic: any StageLogic
+        // Deliberately wrong rules for the replay tests only (issue 13; docs/configuration.md).
+        let wrongRules: WrongRules
+        do { wrongRules = try WrongRules.parse(ProcessInfo.processInfo.environment["STORELEDGER_TEST_WRONG_RULE"] ?? "") } catch {
+            throw UsageError(error.description)
+        }
+        if !wrongRules.isEmpty { Logger(component: "worker.\(stageName)").warning("test_wrong_rule_active", ["rules": .string("\(wrongRules)")]) }
         switch stageName {
         case "decode":
             // STORELEDGER_* settings, validated at startup (docs/configuration.md).
             logic = DecodeStage(decoder: try AppleDecodingConfiguration.fromEnvironment().makeDecoder())
-        case "dedupe": logic = DedupeStage()
-        case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments))
+        case "dedupe": logic = DedupeStage(rule: wrongRules.dedupe)
+        case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments), wrongRules: wrongRules)
         case "membership": logic = MembershipStage()
         case "consumption":
             let policy = try ConsumptionPolicy.fromEnvironment()

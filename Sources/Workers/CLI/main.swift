@@ -5,7 +5,7 @@ import Runtime
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
     DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(), UserCommand(),
-    WebhooksCommand(), ReportCommand(), CredentialsCommand(),
+    WebhooksCommand(), ReportCommand(), CredentialsCommand(), ReplayCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {

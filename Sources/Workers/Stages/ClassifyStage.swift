@@ -10,8 +10,13 @@ public struct ClassifyStage: StageLogic {
     public let inputTopics = [Topic.unique]
     public let usesDatabase = false
     let catalog: Catalog
+    /// Empty except in replay tests (`STORELEDGER_TEST_WRONG_RULE`).
+    let wrongRules: WrongRules
 
-    public init(catalog: Catalog) { self.catalog = catalog }
+    public init(catalog: Catalog, wrongRules: WrongRules = .none) {
+        self.catalog = catalog
+        self.wrongRules = wrongRules
+    }
 
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         var result = StageBatchResult()
@@ -32,7 +37,7 @@ public struct ClassifyStage: StageLogic {
             }
             // The ingest time travels with each command, for the ingest -> ledger latency at membership.
             let receivedAt = [KafkaHeader(name: RecordHeader.receivedAt, value: Array(String(unique.event.receivedAtMs).utf8))]
-            for command in classify(unique, catalog: catalog) {
+            for command in wrongRules.applyToClassified(classify(unique, catalog: catalog)) {
                 result.outputs.append(OutputRecord(topic: Topic.commands, key: command.subscriptionKey,
                                                    value: try encoder.encode(command).bytes, headers: receivedAt))
             }

@@ -11,8 +11,10 @@ public struct DedupeStage: StageLogic {
     public let name = "dedupe"
     public let inputTopics = [Topic.decoded]
     public let usesDatabase = true
+    /// R1, or a deliberately wrong rule for replay tests (`STORELEDGER_TEST_WRONG_RULE`).
+    public let rule: DedupeRule
 
-    public init() {}
+    public init(rule: DedupeRule = .standard) { self.rule = rule }
 
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         guard let database else { throw StageError.configuration("dedupe needs PostgreSQL") }
@@ -53,7 +55,7 @@ public struct DedupeStage: StageLogic {
             }
             seen.insert(key)
             newlySeen.append(key)
-            let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [])
+            let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [], rule: rule)
             known[event.subscriptionKey] = outcome.updated
             touched[event.subscriptionKey, default: []].formUnion(outcome.touched)
             // Notifications, renewal facts and user links still matter without new purchase facts.

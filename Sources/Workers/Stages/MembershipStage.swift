@@ -72,7 +72,8 @@ public struct MembershipWriter {
         let original = MembershipBook(loaded + others)
         var book = original
         var described: [DescribedEntry] = []
-        for command in commands { described += book.applyDescribing(command) }
+        // A replay's compensations say so in every entry they cause (issue 13).
+        for command in commands { described += ReplayCompensation.labelled(book.applyDescribing(command), by: command) }
         let entries = described.map(\.entry)
 
         let changed = keys.filter { book.subscriptions[$0] != original.subscriptions[$0] }

@@ -277,5 +277,20 @@ public enum Schema {
                                                    interval_start_ms, interval_end_ms, amount, cut_kind, md5(reason))
             NULLS NOT DISTINCT;
         """),
+        Migration(version: 8, name: "replay horizons", sql: """
+        -- Replay (issue 13): a replay republishes the corrected derivation of the subscriptions it
+        -- corrected to the topics after the replayed stage. Their older records there are superseded:
+        -- per topic, the high watermark of each partition (a JSON array by partition) before the
+        -- replay published; later replays ignore a subscription's records below it.
+        CREATE TABLE replay_horizons (
+            subscription_key text NOT NULL,
+            topic            text NOT NULL,
+            partition_highs  jsonb NOT NULL,
+            stage            text NOT NULL,
+            code_version     text NOT NULL,
+            replayed_at      timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (subscription_key, topic)
+        );
+        """),
     ]
 }

@@ -1,3 +1,10 @@
+/// How dedupe tells purchases apart: R1 (`standard`), or, for replay tests only, a deliberately
+/// wrong rule that trusts `transaction_id` as the identity (a restore then looks like a new purchase).
+public enum DedupeRule: String, Sendable {
+    case standard
+    case trustTransactionId = "trust-transaction-id"
+}
+
 /// A purchase as dedupe remembers it: identity, merged facts, every transaction id (alias).
 public struct KnownPurchase: Codable, Sendable, Equatable {
     public var purchaseId: String
@@ -35,7 +42,9 @@ public func seenKey(of event: AppleEvent) -> String {
     return event.eventId
 }
 
-public func dedupe(event: AppleEvent, known: [KnownPurchase]) -> DedupeResult {
+/// - Parameter rule: `.trustTransactionId` is a deliberately wrong rule for replay tests only
+///   (`STORELEDGER_TEST_WRONG_RULE`, issue 13): it breaks R1 the classic way.
+public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule = .standard) -> DedupeResult {
     var memory = known
     var changes: [String: PurchaseChange] = [:]
     var order: [String] = []
@@ -44,11 +53,14 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase]) -> DedupeResult {
     let reported = withTopLevelCancellation(event, known: known)
         .sorted { ($0.purchaseDateMs, $0.transactionId) < ($1.purchaseDateMs, $1.transactionId) }
     for transaction in reported {
-        let identity = PurchaseIdentity(subscriptionKey: event.subscriptionKey, bundleId: event.bundleId,
+        var identity = PurchaseIdentity(subscriptionKey: event.subscriptionKey, bundleId: event.bundleId,
                                         transaction: transaction).description
+        if rule == .trustTransactionId { identity += "|t:\(transaction.transactionId)" }
         let change: PurchaseChange?
         let copy = CancellationStatement(transaction, statedAtMs: statedAt)
-        if let index = match(transaction, identity: identity, in: memory) {
+        let matched = rule == .standard ? match(transaction, identity: identity, in: memory)
+            : memory.firstIndex { $0.purchaseId == identity }
+        if let index = matched {
             var purchase = memory[index]
             var merged = merge(purchase.facts, with: transaction)
             let current = CancellationStatement(purchase)

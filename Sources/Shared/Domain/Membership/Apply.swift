@@ -101,10 +101,13 @@ extension MembershipBook {
     private mutating func applyPurchase(_ grant: PurchaseGrant, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let position = command.cause.decodedPosition
-        if let position, let held = subscriptions[key]!.factPositions[grant.purchaseId], position.isBefore(held) {
+        let held = subscriptions[key]!.factPositions[grant.purchaseId]
+        let older = position.flatMap { position in held.map { position.isBefore($0) } } ?? false
+        // A replay's compensation restates the purchase as the whole corrected history says: never older news.
+        if older, !ReplayCompensation.isCompensation(command) {
             return []   // older news about this purchase, redelivered after newer news was applied
         }
-        if let position { subscriptions[key]!.factPositions[grant.purchaseId] = position }
+        if let position, !older { subscriptions[key]!.factPositions[grant.purchaseId] = position }
         var entries: [LedgerEntry] = []
         // A corrected catalog moved the product to another group: take the grant out of the old one.
         if let previous = subscriptions[key]!.grants[grant.purchaseId], previous.group != grant.group,

@@ -99,6 +99,8 @@ public struct Cut: Codable, Sendable, Equatable {
         case downgrade       // switched to a lower level (normally at renewal; immediate only if Apple says so)
         case `switch`        // switched within the group, levels unknown to the catalog
         case cancelAndSwitch // V1 CANCEL with auto_renew_status=false and switch markers (R3 b)
+        /// Not Apple's: a replay after a fix found that the purchase is none of its own (issue 13).
+        case correction = "replay-correction"
     }
     public var atMs: Int64
     public var kind: Kind

@@ -131,6 +131,9 @@ private func cutMeaning(_ entry: LedgerEntry, before: SubscriptionState?, after:
         }
         return EntryMeaning(type: .productChange, productChange: .immediate, fromProductId: entry.productId,
                             toProductId: successor?.productId)
+    case .correction:
+        // A replay after a fix took back a purchase that is none of its own (issue 13).
+        return EntryMeaning(type: .expiration, correction: true)
     case nil:
         // No Apple cut: a grace period Apple ended, or a purchase whose facts now grant less.
         return EntryMeaning(type: .expiration, correction: !isGrace(entry.purchaseId) && before?.granted[entry.purchaseId ?? ""] != nil)
