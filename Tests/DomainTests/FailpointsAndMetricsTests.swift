@@ -45,4 +45,13 @@ final class FailpointsAndMetricsTests: XCTestCase {
         XCTAssertNil(metrics.gauge("storeledger_consumer_lag", ["partition": "1"]))
         XCTAssertEqual(metrics.gauge("storeledger_other"), 1)
     }
+
+    func testLabelValuesAreEscapedOnlyWhenNeeded() {
+        XCTAssertEqual(Metrics.escaped("decode"), "decode")
+        XCTAssertEqual(Metrics.escaped(#"a\b"c"# + "\nd"), #"a\\b\"c\nd"#)
+        XCTAssertEqual(Metrics.escaped("é\"ü"), #"é\"ü"#)
+        let metrics = Metrics()
+        metrics.increment("storeledger_test_total", ["reason": "say \"hi\""])
+        XCTAssertTrue(metrics.exposition().contains(#"storeledger_test_total{reason="say \"hi\""} 1"#), metrics.exposition())
+    }
 }
