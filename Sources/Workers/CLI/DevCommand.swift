@@ -64,7 +64,10 @@ struct DevCommand: CLICommand {
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
                            "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000",
+                           // Ingest and every stage wait for acks=all before answering / committing: linger
+                           // only delays them (BENCHMARKS.md, e2e: linger 0 vs 5 ms).
+                           "STORELEDGER_KAFKA_LINGER_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"]
         if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
             environment["STORELEDGER_CATALOG"] = catalog
         }

@@ -56,7 +56,7 @@ enum E2EBench {
         defer { trivial.stop() }
         let trivialURL = "http://127.0.0.1:\(trivial.boundPort)"
 
-        let dev = try DevProcess.start(environment: setup.environment, partitions: 32)
+        let dev = try DevProcess.start(environment: setup.environment, partitions: 12)
         defer { dev.stop() }
         guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
         let db = try PGConnection(url: databaseURL)
