@@ -64,10 +64,7 @@ struct DevCommand: CLICommand {
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
                            "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000",
-                           // Ingest and every stage wait for acks=all before answering / committing: linger
-                           // only delays them (BENCHMARKS.md, e2e: linger 0 vs 5 ms).
-                           "STORELEDGER_KAFKA_LINGER_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"]
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
         if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
             environment["STORELEDGER_CATALOG"] = catalog
         }
@@ -92,8 +89,13 @@ struct DevCommand: CLICommand {
         for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
             let adminPort = try FreePort.loopback()
             admin[stage] = "http://127.0.0.1:\(adminPort)"
+            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
+            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
+            // where linger batches the writes of concurrent requests.
+            var stageEnvironment = environment
+            stageEnvironment["STORELEDGER_KAFKA_LINGER_MS"] = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"
             pids[stage] = try supervisor.start(.init(role: stage, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                                     environment: environment))
+                                                     environment: stageEnvironment))
         }
         // READY means a notification posted now flows through at once: every stage answers /readyz
         // (it holds partitions, nothing paused, PostgreSQL and the broker reachable).
