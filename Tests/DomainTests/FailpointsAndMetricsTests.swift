@@ -65,4 +65,13 @@ final class FailpointsAndMetricsTests: XCTestCase {
         short.log { count in held.withLock { $0.append(count) } }
         XCTAssertEqual(held.withLock { $0 }, [0, 3], "the line after the interval counts the three held back")
     }
+
+    func testLabelValuesAreEscapedOnlyWhenNeeded() {
+        XCTAssertEqual(Metrics.escaped("decode"), "decode")
+        XCTAssertEqual(Metrics.escaped(#"a\b"c"# + "\nd"), #"a\\b\"c\nd"#)
+        XCTAssertEqual(Metrics.escaped("é\"ü"), #"é\"ü"#)
+        let metrics = Metrics()
+        metrics.increment("storeledger_test_total", ["reason": "say \"hi\""])
+        XCTAssertTrue(metrics.exposition().contains(#"storeledger_test_total{reason="say \"hi\""} 1"#), metrics.exposition())
+    }
 }

@@ -71,44 +71,87 @@ enum Base64Codec {
         return string.withUTF8 { decode($0, table: table, skipWhitespace: skipWhitespace) }
     }
 
+    /// Four alphabet characters at a time while the input has no whitespace or padding (the
+    /// common case: JWS segments, receipts sent unwrapped), one at a time otherwise, with the same
+    /// verdicts either way: whitespace skipped only when asked, padding only at the end, nothing
+    /// outside the alphabet, no impossible length.
     static func decode(_ utf8: UnsafeBufferPointer<UInt8>, table: [UInt8], skipWhitespace: Bool) -> [UInt8]? {
-        var output: [UInt8] = []
-        output.reserveCapacity(utf8.count / 4 * 3)
-        var accumulator: UInt32 = 0
-        var pending = 0
-        var padding = 0
-        for char in utf8 {
-            if skipWhitespace, char == 0x20 || char == 0x09 || char == 0x0A || char == 0x0D { continue }
-            if char == UInt8(ascii: "=") {
-                padding += 1
-                continue
-            }
-            // Data after padding, or a character outside the alphabet.
-            guard padding == 0 else { return nil }
-            let value = table[Int(char)]
-            guard value != invalid else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            pending += 1
-            if pending == 4 {
-                output.append(UInt8(accumulator >> 16 & 0xFF))
-                output.append(UInt8(accumulator >> 8 & 0xFF))
-                output.append(UInt8(accumulator & 0xFF))
-                accumulator = 0
-                pending = 0
+        let count = utf8.count
+        guard count > 0, let input = utf8.baseAddress else { return [] }
+        var failed = false
+        // At most 3 bytes per 4 alphabet characters, plus 2 for a final group of 2 or 3.
+        let output = table.withUnsafeBufferPointer { table -> [UInt8] in
+            [UInt8](unsafeUninitializedCapacity: count / 4 * 3 + 3) { out, written in
+                var length = 0
+                var accumulator: UInt32 = 0
+                var pending = 0
+                var padding = 0
+                var index = 0
+                while index < count {
+                    if pending == 0, padding == 0, index + 4 <= count {
+                        let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+                        let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
+                        // Alphabet values are below 64; `invalid` (0xFF) has the top bits set.
+                        if (a | b | c | d) & 0xC0 == 0 {
+                            let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                            out[length] = UInt8(group >> 16 & 0xFF)
+                            out[length + 1] = UInt8(group >> 8 & 0xFF)
+                            out[length + 2] = UInt8(group & 0xFF)
+                            length += 3
+                            index += 4
+                            continue
+                        }
+                    }
+                    let char = input[index]
+                    index += 1
+                    if skipWhitespace, char == 0x20 || char == 0x09 || char == 0x0A || char == 0x0D { continue }
+                    if char == UInt8(ascii: "=") {
+                        padding += 1
+                        continue
+                    }
+                    // Data after padding, or a character outside the alphabet.
+                    let value = table[Int(char)]
+                    guard padding == 0, value != invalid else {
+                        failed = true
+                        break
+                    }
+                    accumulator = accumulator << 6 | UInt32(value)
+                    pending += 1
+                    if pending == 4 {
+                        out[length] = UInt8(accumulator >> 16 & 0xFF)
+                        out[length + 1] = UInt8(accumulator >> 8 & 0xFF)
+                        out[length + 2] = UInt8(accumulator & 0xFF)
+                        length += 3
+                        accumulator = 0
+                        pending = 0
+                    }
+                }
+                if !failed {
+                    switch pending {
+                    case 0:
+                        failed = padding != 0
+                    case 2:
+                        if padding == 0 || padding == 2 {
+                            out[length] = UInt8(accumulator >> 4 & 0xFF)
+                            length += 1
+                        } else {
+                            failed = true
+                        }
+                    case 3:
+                        if padding == 0 || padding == 1 {
+                            out[length] = UInt8(accumulator >> 10 & 0xFF)
+                            out[length + 1] = UInt8(accumulator >> 2 & 0xFF)
+                            length += 2
+                        } else {
+                            failed = true
+                        }
+                    default:
+                        failed = true
+                    }
+                }
+                written = failed ? 0 : length
             }
         }
-        switch pending {
-        case 0:
-            guard padding == 0 else { return nil }
-        case 2:
-            guard padding == 0 || padding == 2 else { return nil }
-            output.append(UInt8(accumulator >> 4 & 0xFF))
-        case 3:
-            guard padding == 0 || padding == 1 else { return nil }
-            output += [UInt8(accumulator >> 10 & 0xFF), UInt8(accumulator >> 2 & 0xFF)]
-        default:
-            return nil
-        }
-        return output
+        return failed ? nil : output
     }
 }

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import Synchronization
 
 /// A public key (EC P-256/P-384 or RSA) for signature verification.
 ///
@@ -28,6 +29,11 @@ public final class PublicKey: @unchecked Sendable, Hashable, CustomStringConvert
     public let type: KeyType
     /// DER SubjectPublicKeyInfo: the stable identity of the key (compare, pin, export).
     public let spkiDER: [UInt8]
+    /// Verify contexts set up once per digest (EVP_PKEY_verify_init + signature digest) and
+    /// duplicated for each call: OpenSSL 3.0's EVP_DigestVerifyInit fetches the signature
+    /// algorithm and builds a context from scratch every time. Never used directly, only
+    /// duplicated (a read), so concurrent verifications stay independent.
+    private let verifyContexts = Mutex<[DigestAlgorithm: OpaquePointer]>([:])
 
     /// Takes ownership of `pkey` (freed on failure too). Pass `spkiDER` when already known:
     /// OpenSSL 3.0's provider encoder (i2d_PUBKEY) costs about 50 µs per key.
@@ -58,7 +64,12 @@ public final class PublicKey: @unchecked Sendable, Hashable, CustomStringConvert
         try self.init(taking: pkey)
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        verifyContexts.withLock { contexts in
+            for context in contexts.values { EVP_PKEY_CTX_free(context) }
+        }
+        EVP_PKEY_free(pkey)
+    }
 
     /// Verifies a signature in the key's native encoding: DER for ECDSA, PKCS#1 v1.5 for RSA.
     /// RSA + `.sha1` covers iOS 6 transaction receipts.
@@ -86,11 +97,25 @@ public final class PublicKey: @unchecked Sendable, Hashable, CustomStringConvert
     private func digestVerify(signature: UnsafeBufferPointer<UInt8>, message: UnsafeRawBufferPointer, digest: DigestAlgorithm) -> Bool {
         // Expected failures leave entries on the thread's error queue; never let them leak.
         defer { OpenSSLErrorQueue.clear() }
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, digest.evpMD, nil, pkey) == 1 else { return false }
-        let messagePointer = message.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        return EVP_DigestVerify(context, signature.baseAddress, signature.count, messagePointer, message.count) == 1
+        // The same verdict as EVP_DigestVerify: hash, then verify the digest with the digest's
+        // identity set on the context (PKCS#1 v1.5 DigestInfo for RSA).
+        guard let template = verifyContext(digest), let context = EVP_PKEY_CTX_dup(template) else { return false }
+        defer { EVP_PKEY_CTX_free(context) }
+        let hashed = digest.hash(message)
+        return EVP_PKEY_verify(context, signature.baseAddress, signature.count, hashed, hashed.count) == 1
+    }
+
+    private func verifyContext(_ digest: DigestAlgorithm) -> OpaquePointer? {
+        verifyContexts.withLock { contexts in
+            if let ready = contexts[digest] { return ready }
+            guard let context = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return nil }
+            guard EVP_PKEY_verify_init(context) == 1, EVP_PKEY_CTX_set_signature_md(context, digest.evpMD) == 1 else {
+                EVP_PKEY_CTX_free(context)
+                return nil
+            }
+            contexts[digest] = context
+            return context
+        }
     }
 
     public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool { lhs.spkiDER == rhs.spkiDER }

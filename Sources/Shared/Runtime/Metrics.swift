@@ -83,11 +83,27 @@ public final class Metrics: Sendable {
     }
 
     private static func render(_ labels: [String: String]) -> [String] {
-        labels.keys.sorted().map { key in
-            let value = labels[key]!.replacingOccurrences(of: "\\", with: "\\\\")
-                .replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
-            return "\(key)=\"\(value)\""
+        labels.keys.sorted().map { key in "\(key)=\"\(escaped(labels[key]!))\"" }
+    }
+
+    /// Prometheus label-value escaping (backslash, quote, newline). Runs on every increment, so
+    /// the common value with nothing to escape is returned as it is (Foundation's
+    /// `replacingOccurrences` goes through NSString even when there is nothing to replace).
+    static func escaped(_ value: String) -> String {
+        guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else {
+            return value
         }
+        var out = ""
+        out.reserveCapacity(value.utf8.count + 8)
+        for character in value.unicodeScalars {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(character)
+            }
+        }
+        return out
     }
 
     private static func format(_ value: Double) -> String {

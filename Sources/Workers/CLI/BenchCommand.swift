@@ -5,20 +5,20 @@ import Runtime
 /// Each suite lives in its own file (Bench*.swift) with a `run(_ arguments:) throws -> Int32`.
 struct BenchCommand: CLICommand {
     let name = "bench"
-    let summary = "Run a benchmark suite: decode | sign | pipeline | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
-    let usage = "decode|sign|pipeline|scale|replay|all [suite options]"
-    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python"]
+    let summary = "Run a benchmark suite: decode | sign | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
+    let usage = "decode|sign|pipeline|e2e|scale|replay|all [suite options]"
+    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs"]
     let flagNames: Set<String> = ["json", "quick"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
-            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "scale": ScaleBench.run,
-            "replay": ReplayBench.run,
+            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": E2EBench.run,
+            "scale": ScaleBench.run, "replay": ReplayBench.run,
         ]
         if suite == "all" {
             var status: Int32 = 0
-            for name in ["decode", "sign", "pipeline"] { status = max(status, try suites[name]!(arguments)) }
+            for name in ["decode", "sign", "pipeline", "e2e"] { status = max(status, try suites[name]!(arguments)) }
             return status
         }
         guard let run = suites[suite] else { throw UsageError("unknown suite \(suite)") }

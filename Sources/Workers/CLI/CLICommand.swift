@@ -65,6 +65,12 @@ struct Environment {
         if let wait = environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"], let ms = Int64(wait) {
             config.fetchMaxWait = .milliseconds(ms)
         }
+        // Producer linger.ms: a stage produces a batch's outputs at once and then waits for their
+        // acknowledgements, and ingest answers only after its write is acknowledged, so every
+        // millisecond of linger is on the ingest -> ledger path (once per hop).
+        if let linger = environment["STORELEDGER_KAFKA_LINGER_MS"], let ms = Int64(linger), (0...1_000).contains(ms) {
+            config.linger = .milliseconds(ms)
+        }
         return config
     }
 

@@ -94,12 +94,17 @@ struct DevCommand: CLICommand {
         let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
         // --workers: more members of a stage join its consumer group and share its partitions.
         for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
+            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
+            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
+            // where linger batches the writes of concurrent requests.
+            var stageEnvironment = environment
+            stageEnvironment["STORELEDGER_KAFKA_LINGER_MS"] = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"
             for member in 1...members.members(of: stage) {
                 let role = MemberCounts.role(stage, member: member)
                 let adminPort = try FreePort.loopback()
                 admin[role] = "http://127.0.0.1:\(adminPort)"
                 pids[role] = try supervisor.start(.init(role: role, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                                        environment: environment))
+                                                        environment: stageEnvironment))
             }
         }
         // READY means a notification posted now flows through at once: every stage answers /readyz

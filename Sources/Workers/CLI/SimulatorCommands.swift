@@ -170,16 +170,21 @@ struct SimulateCommand: CLICommand {
 final class DevProcess: Sendable {
     let process: Process
     let ingestURL: String
+    /// What dev printed before READY: `PID role=pid` lines as pids by role, `DATABASE_URL`, `POSTGRES_DIR`.
+    let pids: [String: Int32]
+    let values: [String: String]
 
-    private init(process: Process, ingestURL: String) {
+    private init(process: Process, ingestURL: String, pids: [String: Int32], values: [String: String]) {
         self.process = process
         self.ingestURL = ingestURL
+        self.pids = pids
+        self.values = values
     }
 
-    static func start(environment: [String: String], partitions: Int) throws -> DevProcess {
+    static func start(environment: [String: String], partitions: Int, extraArguments: [String] = []) throws -> DevProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)]
+        process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)] + extraArguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
         // dev takes this key as its service key; the simulator presents it.
@@ -195,7 +200,7 @@ final class DevProcess: Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let found = Mutex<(url: String?, ready: Bool)>((nil, false))
+        let found = Mutex<(url: String?, ready: Bool, pids: [String: Int32], values: [String: String])>((nil, false, [:], [:]))
         let handle = pipe.fileHandleForReading
         Thread {
             var buffer = Data()
@@ -208,6 +213,12 @@ final class DevProcess: Sendable {
                     buffer.removeSubrange(buffer.startIndex...newline)
                     if line.hasPrefix("INGEST=") { found.withLock { $0.url = String(line.dropFirst(7)) } }
                     if line == "READY" { found.withLock { $0.ready = true } }
+                    if line.hasPrefix("PID "), let equals = line.firstIndex(of: "="), let pid = Int32(line[line.index(after: equals)...]) {
+                        found.withLock { $0.pids[String(line[line.index(line.startIndex, offsetBy: 4)..<equals])] = pid }
+                    }
+                    for key in ["DATABASE_URL", "POSTGRES_DIR"] where line.hasPrefix(key + "=") {
+                        found.withLock { $0.values[key] = String(line.dropFirst(key.count + 1)) }
+                    }
                 }
             }
         }.start()
@@ -216,7 +227,7 @@ final class DevProcess: Sendable {
             let state = found.withLock { $0 }
             if state.ready, let url = state.url {
                 guard IngestHealth.wait(url, timeout: 30) else { break }
-                return DevProcess(process: process, ingestURL: url)
+                return DevProcess(process: process, ingestURL: url, pids: state.pids, values: state.values)
             }
             usleep(50_000)
         }

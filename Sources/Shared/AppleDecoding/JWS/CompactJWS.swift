@@ -19,8 +19,15 @@ struct CompactJWS {
               let firstDot = bytes[..<lastDot].firstIndex(of: UInt8(ascii: ".")) else {
             return .failure(.init(.verificationFailure, "JWS does not have three segments"))
         }
-        guard let headerBytes = decodeSegment(bytes[..<firstDot]) else {
-            return .failure(.init(.verificationFailure, "JWS header is not canonical base64url"))
+        let headerSegment = bytes[..<firstDot]
+        // A header seen before (the same signing chain) is not decoded and parsed again.
+        let cachedHeader = JWSHeaderCache.shared.lookup(headerSegment)
+        var headerBytes: [UInt8] = []
+        if cachedHeader == nil {
+            guard let decoded = decodeSegment(headerSegment) else {
+                return .failure(.init(.verificationFailure, "JWS header is not canonical base64url"))
+            }
+            headerBytes = decoded
         }
         guard let payloadBytes = decodeSegment(bytes[(firstDot + 1)..<lastDot]) else {
             return .failure(.init(.verificationFailure, "JWS payload is not canonical base64url"))
@@ -28,8 +35,15 @@ struct CompactJWS {
         guard let signature = decodeSegment(bytes[(lastDot + 1)...]) else {
             return .failure(.init(.verificationFailure, "JWS signature is not canonical base64url"))
         }
-        guard let header = jsonObject(headerBytes) else {
-            return .failure(.init(.verificationFailure, "JWS header is not a JSON object"))
+        let header: [String: Any]
+        if let cachedHeader {
+            header = cachedHeader
+        } else {
+            guard let parsed = jsonObject(headerBytes) else {
+                return .failure(.init(.verificationFailure, "JWS header is not a JSON object"))
+            }
+            header = parsed
+            JWSHeaderCache.shared.insert(headerSegment, header: parsed)
         }
         if let problem = headerProblem(header) { return .failure(.init(.verificationFailure, problem)) }
         guard let payload = jsonObject(payloadBytes) else {

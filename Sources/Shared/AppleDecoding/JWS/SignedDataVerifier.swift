@@ -196,7 +196,7 @@ public struct SignedDataVerifier: Sendable {
             return .failure(.init(.verificationFailure, "signing certificate key is not EC P-256, as ES256 requires"))
         }
         guard jws.signature.count == 64,
-              leafKey.verify(rawSignature: jws.signature, message: jws.signingInput.withUnsafeBufferPointer { Array($0) }) else {
+              leafKey.verify(rawSignature: jws.signature, message: jws.signingInput) else {
             return .failure(.init(.verificationFailure, "ES256 signature does not verify with the signing certificate"))
         }
         if let problem = Self.claimProblem(jws.payload, now: now()) {

@@ -1,0 +1,286 @@
+import Foundation
+import HTTPServer
+import Postgres
+import Runtime
+import Simulator
+
+/// `storeledger bench e2e`: the whole system as `storeledger dev` runs it (broker, PostgreSQL, ingest
+/// and one process per stage), driven over loopback HTTP by a load client in this process with
+/// traffic signed beforehand: each request a first purchase of a fresh subscription (V1
+/// INITIAL_BUY, V2 SUBSCRIBED, receipt upload in turn), so each must leave its own ledger entry.
+///
+/// Per run: a trivial libmicrohttpd handler flat out (same client, same connections, same body);
+/// ingest flat out (accepted requests/s with acks=all writes, and events/s from the first request to
+/// the last committed ledger entry); then fixed rates (500, 1,000, 2,000 events/s) with
+/// ingest → ledger latency per event (request written → `ledger.created_at` of its entry, which
+/// is the membership transaction's start: the commit follows within that batch's few ms).
+/// CPU seconds per event of every process from /proc, and peak RSS (VmHWM) of every process.
+/// Figures are medians over `--runs` (default 3; --quick: 1 run, shorter phases).
+enum E2EBench {
+    static let rates: [Double] = [500, 1_000, 2_000]
+
+    static func run(_ arguments: Arguments) throws -> Int32 {
+        let quick = arguments.has("quick")
+        let runs = try arguments.int("runs", default: quick ? 1 : 3)
+        let rateSeconds = Double(try arguments.int("seconds", default: quick ? 6 : 12))
+        let flatEvents = try arguments.int("events", default: quick ? 4_000 : 9_000)
+        let connections = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_CONNECTIONS"] ?? "") ?? 64
+        let trivialSeconds = quick ? 3.0 : 5.0
+        guard runs >= 1, rateSeconds >= 1, flatEvents >= 100 else { throw UsageError("--runs ≥ 1, --seconds ≥ 1, --events ≥ 100") }
+
+        let directory = NSTemporaryDirectory() + "storeledger-bench-e2e-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let setup = try SimulatorSetup.prepare(directory: directory)
+        let emitter = WireEmitter(pki: setup.pki, config: setup.config)
+
+        // All traffic is signed before anything is measured.
+        let generationStarted = ContinuousClock.now
+        var block = 0
+        func traffic(_ count: Int) throws -> [BenchTraffic.Event] {
+            defer { block += count }
+            return try BenchTraffic.make(emitter: emitter, count: count, block: block)
+        }
+        let warmup = try traffic(300)
+        var planned: [(flat: [BenchTraffic.Event], rated: [[BenchTraffic.Event]])] = []
+        for _ in 0..<runs {
+            planned.append((try traffic(flatEvents), try rates.map { try traffic(Int($0 * rateSeconds)) }))
+        }
+        let generation = PipelineBench.seconds(ContinuousClock.now - generationStarted)
+        print("e2e: \(block) requests signed in \(String(format: "%.1f", generation)) s; \(runs) run(s), \(connections) connections")
+        fflush(nil)
+
+        // The trivial handler: same HTTP server module and thread count as ingest, answers 200 at once.
+        let trivial = HTTPServer(port: 0, threads: 4, maxBodyBytes: 1 << 20) { _, responder in _ = responder.respond(.text("ok")) }
+        try trivial.start()
+        defer { trivial.stop() }
+        let trivialURL = "http://127.0.0.1:\(trivial.boundPort)"
+
+        let dev = try DevProcess.start(environment: setup.environment, partitions: 12)
+        defer { dev.stop() }
+        guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
+        let db = try PGConnection(url: databaseURL)
+        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.values["POSTGRES_DIR"])
+        // The bench's own queries (progress and commit times) are not the pipeline's work.
+        if let backend = try db.query("SELECT pg_backend_pid() AS pid").first?.int("pid") { processes.excluded.insert(Int32(backend)) }
+        print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")
+        fflush(nil)
+
+        _ = try phase("warmup", warmup, to: dev.ingestURL, rate: 500, connections: connections, db: db, processes: &processes)
+
+        var results: [[(String, Double)]] = []
+        for (index, plan) in planned.enumerated() {
+            var figures: [(String, Double)] = []
+            let trivialRun = try LoadClient.repeatPost(plan.flat[1].request, to: trivialURL, connections: connections, seconds: trivialSeconds)
+            let trivialRate = Double(trivialRun.accepted) / trivialRun.seconds
+            let flat = try phase("flat out", plan.flat, to: dev.ingestURL, rate: nil, connections: connections, db: db, processes: &processes)
+            figures += [("trivial_handler_requests_per_second", trivialRate),
+                        ("ingest_accepted_requests_per_second", flat.acceptedPerSecond),
+                        ("ingest_share_of_trivial_handler", flat.acceptedPerSecond / max(1, trivialRate)),
+                        ("flat_out_events_per_second_request_to_ledger", flat.sustained),
+                        ("flat_out_latency_p50_ms", flat.p50), ("flat_out_latency_p99_ms", flat.p99)]
+            figures += flat.cpuFigures(prefix: "flat_out")
+            for (rate, events) in zip(rates, plan.rated) {
+                let result = try phase("\(Int(rate))/s", events, to: dev.ingestURL, rate: rate, connections: connections, db: db,
+                                       processes: &processes)
+                let name = "at_\(Int(rate))"
+                figures += [("\(name)_events_per_second_request_to_ledger", result.sustained),
+                            ("\(name)_latency_p50_ms", result.p50), ("\(name)_latency_p99_ms", result.p99), ("\(name)_latency_max_ms", result.maximum),
+                            ("\(name)_missing_entries", Double(result.missing))]
+                figures += result.cpuFigures(prefix: name)
+            }
+            print("e2e: run \(index + 1)/\(runs) done")
+            fflush(nil)
+            results.append(figures)
+        }
+        var summary = medians(results)
+        summary += processes.peakRSS().map { ("peak_rss_mb_\($0.key)", $0.value) }.sorted { $0.0 < $1.0 }
+        summary += [("runs", Double(runs)), ("rate_phase_seconds", rateSeconds), ("flat_out_events", Double(flatEvents)),
+                    ("load_average_1m_at_end", loadAverage())]
+        if arguments.has("json") {
+            let body = summary.map { "\"\($0.0)\": \(String(format: "%.3f", $0.1))" }.joined(separator: ", ")
+            print("{\"suite\": \"e2e\", \(body)}")
+        } else {
+            print("e2e (HTTP → ingest → Kafka → decode → dedupe → classify → membership → PostgreSQL; medians of \(runs) run(s))")
+            for (name, value) in summary {
+                print("  \(name.padding(toLength: 52, withPad: " ", startingAt: 0)) \(String(format: value >= 100 ? "%.0f" : "%.2f", value))")
+            }
+        }
+        fflush(nil)
+        return 0
+    }
+
+    struct PhaseResult {
+        var acceptedPerSecond: Double
+        var sustained: Double
+        var p50: Double
+        var p99: Double
+        var maximum: Double
+        var missing: Int
+        var events: Int
+        var cpu: [String: Double]
+
+        func cpuFigures(prefix: String) -> [(String, Double)] {
+            let perEvent: Double = 1e6 / Double(max(1, events))
+            let total: Double = cpu.values.reduce(0, +)
+            let stages: Set<String> = ["dedupe", "classify", "membership", "postgres"]
+            var pipeline: Double = 0
+            for (role, seconds) in cpu where stages.contains(role) { pipeline += seconds }
+            var figures: [(String, Double)] = []
+            for role in cpu.keys.sorted() { figures.append(("\(prefix)_cpu_us_per_event_\(role)", cpu[role, default: 0] * perEvent)) }
+            figures.append(("\(prefix)_cpu_us_per_event_all_processes", total * perEvent))
+            figures.append(("\(prefix)_cpu_us_per_event_dedupe_classify_membership_postgres", pipeline * perEvent))
+            return figures
+        }
+    }
+
+    /// Posts `events`, waits until each accepted one has its ledger entry (or 30 s pass without a new
+    /// entry), and measures latencies and every process's CPU over that window.
+    static func phase(_ label: String, _ events: [BenchTraffic.Event], to ingestURL: String, rate: Double?, connections: Int,
+                      db: PGConnection, processes: inout ProcessTable) throws -> PhaseResult {
+        let sequenceBefore = try PipelineBench.ledgerSequence(db)
+        let cpuBefore = processes.cpuSeconds()
+        let sent = try LoadClient.post(events.map(\.request), to: ingestURL, connections: connections, ratePerSecond: rate)
+        let accepted = sent.accepted
+        let keys = events.indices.filter { (200...206).contains(sent.status[$0]) }.map { events[$0].subscriptionKey }
+        var committed: [String: Double] = [:]
+        var lastSequence = -1, lastProgress = ContinuousClock.now, lastExact = ContinuousClock.now - .seconds(10)
+        while committed.count < keys.count, ContinuousClock.now - lastProgress < .seconds(30) {
+            Thread.sleep(forTimeInterval: 0.2)
+            let sequence = try PipelineBench.ledgerSequence(db)
+            if sequence != lastSequence {
+                lastSequence = sequence
+                lastProgress = .now
+            }
+            // The exact query is heavier: when the sequence has run far enough, or every 2 s.
+            guard sequence - sequenceBefore >= keys.count || ContinuousClock.now - lastExact > .seconds(2) else { continue }
+            lastExact = .now
+            committed = try commitTimes(db, keys: keys, after: sequenceBefore)
+        }
+        let cpu = processes.cpuSeconds().subtracting(cpuBefore)
+        var latencies: [Double] = []
+        for index in events.indices where (200...206).contains(sent.status[index]) {
+            if let at = committed[events[index].subscriptionKey] { latencies.append(at - sent.sentAtMs[index]) }
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * p))]
+        }
+        let firstSent = sent.sentAtMs.filter { !$0.isNaN }.min() ?? sent.startedAtMs
+        let lastCommit = committed.values.max() ?? sent.finishedAtMs
+        let result = PhaseResult(acceptedPerSecond: Double(accepted) / sent.seconds,
+                                 sustained: Double(committed.count) / max(0.001, (lastCommit - firstSent) / 1000),
+                                 p50: percentile(0.5), p99: percentile(0.99), maximum: latencies.last ?? .nan,
+                                 missing: keys.count - committed.count, events: committed.count, cpu: cpu)
+        print(String(format: "  %@: %d posted, %d accepted (%.0f/s), %d in the ledger, %.0f events/s to ledger, p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+                     label, events.count, accepted, result.acceptedPerSecond, committed.count, result.sustained, result.p50, result.p99, result.maximum))
+        fflush(nil)
+        return result
+    }
+
+    /// The first ledger entry's time (ms since 1970) of each subscription in `keys`, among entries after `sequence`.
+    static func commitTimes(_ db: PGConnection, keys: [String], after sequence: Int) throws -> [String: Double] {
+        var times: [String: Double] = [:]
+        var start = 0
+        while start < keys.count {
+            let chunk = Array(keys[start..<min(keys.count, start + 5_000)])
+            start += chunk.count
+            let rows = try db.query("""
+                SELECT subscription_key, (extract(epoch FROM min(created_at)) * 1000)::float8 AS ms FROM ledger
+                WHERE subscription_key = ANY(\(chunk)) AND entry_id > \(Int64(sequence)) GROUP BY subscription_key
+                """)
+            for row in rows { times[try row.string("subscription_key")] = try row.double("ms") }
+        }
+        return times
+    }
+
+    static func medians(_ runs: [[(String, Double)]]) -> [(String, Double)] {
+        guard let first = runs.first else { return [] }
+        return first.indices.map { index in
+            let values = runs.map { $0[index].1 }.filter { !$0.isNaN }.sorted()
+            return (first[index].0, values.isEmpty ? .nan : values[values.count / 2])
+        }
+    }
+
+    static func loadAverage() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return .nan }
+        return Double(text.split(separator: " ").first ?? "") ?? .nan
+    }
+}
+
+/// The processes of one `storeledger dev` plus this one (the load client): CPU seconds and peak RSS
+/// from /proc; PostgreSQL counts as one role (postmaster and all its children).
+struct ProcessTable {
+    let pids: [String: Int32]
+    let postgresDirectory: String?
+    /// PostgreSQL backends left out of the CPU figures (the bench's own connection).
+    var excluded: Set<Int32> = []
+    private var peakPostgresRSS = 0.0
+
+    init(pids: [String: Int32], postgresDirectory: String?) {
+        var all = pids
+        all["load_client"] = getpid()
+        self.pids = all
+        self.postgresDirectory = postgresDirectory
+    }
+
+    var roles: [String] { pids.keys.sorted() + (postgresDirectory == nil ? [] : ["postgres"]) }
+
+    mutating func cpuSeconds() -> [String: Double] {
+        var seconds: [String: Double] = [:]
+        for (role, pid) in pids { seconds[role] = Self.stat(pid)?.cpu ?? 0 }
+        if let postgresDirectory {
+            // Backends come and go; the sum over live ones is what we can read. Keep their peak RSS too.
+            let members = Self.postgresPids(directory: postgresDirectory)
+            // Live processes plus what exited backends used (the postmaster's reaped children).
+            seconds["postgres"] = members.filter { !excluded.contains($0) }.compactMap { Self.stat($0)?.cpu }.reduce(0, +) + (members.first.flatMap { Self.stat($0)?.reaped } ?? 0)
+            peakPostgresRSS = max(peakPostgresRSS, members.map { Self.peakRSS($0) }.max() ?? 0)
+        }
+        return seconds
+    }
+
+    /// VmHWM in MB per role; for PostgreSQL the largest single process (shared buffers count in each).
+    mutating func peakRSS() -> [String: Double] {
+        _ = cpuSeconds()
+        var peaks: [String: Double] = [:]
+        for (role, pid) in pids { peaks[role] = Self.peakRSS(pid) }
+        if postgresDirectory != nil { peaks["postgres_largest_process"] = peakPostgresRSS }
+        return peaks
+    }
+
+    /// utime + stime, and the same of its reaped children (cutime + cstime).
+    static func stat(_ pid: Int32) -> (cpu: Double, ppid: Int32, reaped: Double)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 15, let ppid = Int32(fields[1]), let utime = Double(fields[11]), let stime = Double(fields[12]),
+              let cutime = Double(fields[13]), let cstime = Double(fields[14]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return ((utime + stime) / ticks, ppid, (cutime + cstime) / ticks)
+    }
+
+    static func peakRSS(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kb = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return kb / 1024
+    }
+
+    static func postgresPids(directory: String) -> [Int32] {
+        guard let text = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
+              let postmaster = text.split(separator: "\n").first.flatMap({ Int32($0) }) else { return [] }
+        var members = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), let info = stat(pid), info.ppid == postmaster else { continue }
+            members.append(pid)
+        }
+        return members
+    }
+}
+
+extension Dictionary where Key == String, Value == Double {
+    func subtracting(_ other: [String: Double]) -> [String: Double] {
+        var result = self
+        for (key, value) in other { result[key, default: 0] -= value }
+        return result
+    }
+}

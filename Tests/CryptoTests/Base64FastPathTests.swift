@@ -1,0 +1,40 @@
+import Crypto
+import Foundation
+import XCTest
+
+/// The four-at-a-time base64 path gives Foundation's bytes for every length, and the same verdicts
+/// as before for whitespace (receipts wrapped at any column), padding and stray characters.
+final class Base64FastPathTests: XCTestCase {
+    func testEveryLengthRoundTripsAndMatchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<300 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let text = Data(bytes).base64EncodedString()
+            XCTAssertEqual(Base64.decode(text), bytes, "length \(length)")
+            XCTAssertEqual(Base64.encode(bytes), text)
+            // Unpadded, and wrapped with CRLF at an odd column.
+            XCTAssertEqual(Base64.decode(text.replacingOccurrences(of: "=", with: "")), bytes)
+            var wrapped = ""
+            for (index, char) in text.enumerated() {
+                if index > 0, index % 7 == 0 { wrapped += "\r\n" }
+                wrapped.append(char)
+            }
+            XCTAssertEqual(Base64.decode(wrapped), bytes, "wrapped length \(length)")
+            let url = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            XCTAssertEqual(Base64URL.decode(url), bytes)
+            XCTAssertNil(Base64URL.decode(wrapped.contains("\r") ? url + "\r\n" : url + " "), "whitespace is not base64url")
+        }
+    }
+
+    func testRefusalsAreUnchanged() {
+        for bad in ["A", "AAAAA", "AA=A", "AAAA=AAA", "AA==AAAA", "A===", "AB*D", "ABCD\u{00}", "ABC=D", "AAAA===", "ABCDEFG!"] {
+            XCTAssertNil(Base64.decode(bad), bad)
+        }
+        XCTAssertEqual(Base64.decode(""), [])
+        XCTAssertEqual(Base64.decode("  \n"), [])
+        XCTAssertEqual(Base64.decode("QUJD"), Array("ABC".utf8))
+        XCTAssertEqual(Base64.decode("QUI="), Array("AB".utf8))
+        XCTAssertEqual(Base64.decode("QQ=="), Array("A".utf8))
+        XCTAssertEqual(Base64.decode("Q Q = ="), Array("A".utf8))
+    }
+}

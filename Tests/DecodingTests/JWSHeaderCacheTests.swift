@@ -1,0 +1,47 @@
+@testable import AppleDecoding
+import Foundation
+import XCTest
+
+/// The JWS header cache (a performance measure) returns exactly what parsing the same bytes
+/// returns and nothing for any other bytes, stays bounded, and leaves every parse verdict as it was.
+final class JWSHeaderCacheTests: XCTestCase {
+    func testHitsOnlyTheSameBytesAndStaysBounded() {
+        let cache = JWSHeaderCache(capacity: 2, maxSegmentBytes: 64)
+        let a = ArraySlice(Array("eyJhbGciOiJFUzI1NiJ9".utf8))
+        let b = ArraySlice(Array("eyJhbGciOiJFUzI1NyJ9".utf8))   // same length, one byte differs
+        XCTAssertNil(cache.lookup(a))
+        cache.insert(a, header: ["alg": "ES256"])
+        XCTAssertEqual(cache.lookup(a)?["alg"] as? String, "ES256")
+        XCTAssertNil(cache.lookup(b))
+        cache.insert(b, header: ["alg": "ES257"])
+        cache.insert(ArraySlice(Array("eyJ4IjoxfQ".utf8)), header: ["x": 1])
+        // Capacity two: the oldest entry went, the newer ones stay.
+        XCTAssertNil(cache.lookup(a))
+        XCTAssertEqual(cache.lookup(b)?["alg"] as? String, "ES257")
+        // Oversized segments are never cached.
+        let big = ArraySlice([UInt8](repeating: UInt8(ascii: "A"), count: 65))
+        cache.insert(big, header: ["big": true])
+        XCTAssertNil(cache.lookup(big))
+    }
+
+    func testCachedHeaderKeepsEveryParseVerdict() {
+        func segment(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let header = segment(#"{"alg":"ES256","x5c":["a","b","c"]}"#)
+        let payload = segment(#"{"signedDate":1}"#)
+        let token = "\(header).\(payload).AAAA"
+        for _ in 0..<2 {   // the second parse reads the header from the cache
+            let parsed = try? CompactJWS.parse(token).get()
+            XCTAssertEqual(parsed?.header["alg"] as? String, "ES256")
+            XCTAssertEqual((parsed?.header["x5c"] as? [Any])?.count, 3)
+        }
+        // A bad payload or signature still fails after the header was cached.
+        XCTAssertNotNil(CompactJWS.parse("\(header).!!!.AAAA").failureValue)
+        XCTAssertNotNil(CompactJWS.parse("\(header).\(payload).A").failureValue)
+        // A header that is not JSON is refused however often it comes.
+        let notJSON = segment("not json")
+        for _ in 0..<2 { XCTAssertNotNil(CompactJWS.parse("\(notJSON).\(payload).AAAA").failureValue) }
+    }
+}
