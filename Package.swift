@@ -10,7 +10,7 @@ let package = Package(
     name: "StoreLedger",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "storeledger", targets: ["StoreLedgerCLI"]),
+        .executable(name: "storeledger", targets: ["CLI"]),
     ],
     targets: [
         // C libraries (one system library target each).
@@ -29,7 +29,8 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["COpenSSL", "CivilCalendar"], path: "Sources/Shared/Crypto", swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Runtime"], path: "Sources/Shared/HTTPServer", swiftSettings: strict),
 
-        // Pure code: runtime plumbing (config, logs, metrics, services) and the domain.
+        // Runtime: process plumbing (logs, metrics, services, child processes, admin sockets); not pure.
+        // CivilCalendar and Domain: pure code, no I/O.
         .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "CivilCalendar", path: "Sources/Shared/CivilCalendar", swiftSettings: strict),
         .target(name: "Domain", dependencies: ["CivilCalendar"], path: "Sources/Shared/Domain", swiftSettings: strict),
@@ -40,19 +41,19 @@ let package = Package(
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
-        // Deployable roles.
+        // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
         .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
-        .target(name: "Workers", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
+        .target(name: "Stages", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
         .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
-                path: "Sources/Workers/Simulator", swiftSettings: strict),
-        .executableTarget(name: "StoreLedgerCLI",
-                          dependencies: ["Ingest", "Auth", "Workers", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
+                path: "Sources/Tools/Simulator", swiftSettings: strict),
+        .executableTarget(name: "CLI",
+                          dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
                                          "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
-                          path: "Sources/Workers/CLI", swiftSettings: strict),
+                          path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
@@ -70,7 +71,7 @@ let package = Package(
                     path: "Tests/SignerTests", swiftSettings: strict),
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
-        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Workers", "AppleDecoding", "Domain", "Kafka", "Runtime",
+        .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Stages", "AppleDecoding", "Domain", "Kafka", "Runtime",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",

@@ -3,7 +3,7 @@ import AppleDecoding
 import Domain
 import Foundation
 @testable import Simulator
-import Workers
+import Stages
 import XCTest
 
 /// Pure pieces of refresh and consumption answers: the server-api record Apple's answers travel

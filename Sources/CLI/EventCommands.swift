@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 extension WorkerCommand {
     /// `storeledger worker relay`: publishes the membership outbox to storeledger.membership.events.

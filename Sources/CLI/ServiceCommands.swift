@@ -6,7 +6,7 @@ import Ingest
 import Kafka
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 struct BrokerCommand: CLICommand {
     let name = "broker"

@@ -5,7 +5,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 /// `storeledger refresh --transaction-id ID`: asks Apple what is true for this customer now and
 /// feeds it into the pipeline, so whatever notifications were lost is corrected by the ledger.

@@ -3,7 +3,7 @@ import Ingest
 import Kafka
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 /// Builds ingest's Server API admin routes (`STORELEDGER_INGEST_SERVER_API=on`): a refresh per
 /// request with its own PostgreSQL connection (requests run concurrently on the HTTP threads),

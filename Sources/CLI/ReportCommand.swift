@@ -2,7 +2,7 @@ import Domain
 import Foundation
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 /// `storeledger report reconcile|metrics`: finance reconciliation and subscription metrics from the
 /// ledger's finance facts, per UTC day, environment (sandbox apart from production) and product.

@@ -2,7 +2,7 @@ import Domain
 import Foundation
 import Ingest
 import Postgres
-import Workers
+import Stages
 
 /// Ingest's operator reads (`AdminReadRoutes`): the webhook delivery log and the finance reports,
 /// answered by the same Workers reads as `storeledger webhooks` and `storeledger report`.

@@ -3,7 +3,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 /// `storeledger bench replay`: the replay rate through membership (issue 13, BENCHMARKS.md). The
 /// commands topic is filled with `--events` membership commands (default 100,000; --quick 10,000)

@@ -4,7 +4,7 @@ import Kafka
 import Postgres
 import Runtime
 import Synchronization
-import Workers
+import Stages
 
 /// `storeledger bench scale`: what more consumer-group members per stage buy on this machine, and
 /// what a rebalance costs (BENCHMARKS.md, "Scale-out"). The stages are `bench pipeline`'s (dedupe →

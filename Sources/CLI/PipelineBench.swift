@@ -4,7 +4,7 @@ import Kafka
 import Postgres
 import Runtime
 import Synchronization
-import Workers
+import Stages
 
 /// `storeledger bench pipeline`: events/s through dedupe → classify → membership, the stage runners
 /// in this process (one consumer group per stage, one member each by default as `storeledger dev`

@@ -4,7 +4,7 @@ import Postgres
 import Runtime
 import Simulator
 import Synchronization
-import Workers
+import Stages
 
 /// `storeledger dev`: the whole system on one machine with embedded defaults, as one supervised set
 /// of separate processes: broker, (private) PostgreSQL, migrations, ingest, one worker per stage.

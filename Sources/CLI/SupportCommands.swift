@@ -5,7 +5,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
-import Workers
+import Stages
 
 /// `storeledger support extend|mass-extend|mass-status`: renewal-date extensions Apple applies,
 /// each recorded in `support_actions` with the acting admin and the reason. A single extension is

@@ -3,7 +3,7 @@ import Domain
 import Foundation
 import Kafka
 import Runtime
-import Workers
+import Stages
 
 /// `storeledger replay`: recompute one stage (and every later one) over a range of its input after a
 /// fix, and write the difference as compensating ledger entries (issue 13; docs/operations.md,
