@@ -50,9 +50,16 @@ let package = Package(
                 path: "Sources/Workers/Signer", swiftSettings: strict),
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
+        // Tools (Sources/Tools): never deployed as a role of their own; the CLI runs them.
+        // Bench: `storeledger bench <suite>` (BENCHMARKS.md). Demo: what `storeledger dev --demo` drives.
+        .target(name: "Bench", dependencies: ["Simulator", "Stages", "Signer", "AppleDecoding", "Domain", "Runtime", "Kafka", "Postgres",
+                                              "Crypto", "HTTPServer"],
+                path: "Sources/Tools/Bench", swiftSettings: strict),
+        .target(name: "Demo", dependencies: ["Simulator", "Domain", "Kafka", "Postgres"], path: "Sources/Tools/Demo", swiftSettings: strict),
+        // The `storeledger` binary: one thin command per role or tool (flags in, a module's function called).
         .executableTarget(name: "CLI",
-                          dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
+                          dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "Bench", "Demo", "AppleDecoding", "Domain",
+                                         "Runtime", "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -81,8 +88,10 @@ let package = Package(
 )
 
 // Fuzz targets (scripts/fuzz.sh builds them with -sanitize=fuzzer,address and -DSTORELEDGER_FUZZING;
-// a plain build makes replay tools that run saved inputs through the same entry point).
+// a plain build makes replay tools that run saved inputs through the same entry point). Each is its
+// `fuzzOne`; FuzzDriver is the `main` they share (libFuzzer's driver, or the replay of saved inputs).
+package.targets.append(.target(name: "FuzzDriver", path: "Sources/Fuzz/FuzzDriver", swiftSettings: strict))
 package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification", "FuzzPipeline"].map { name in
-    .executableTarget(name: name, dependencies: ["AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
+    .executableTarget(name: name, dependencies: ["FuzzDriver", "AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
                       swiftSettings: strict)
 }

@@ -1,8 +1,9 @@
+import Bench
 import Foundation
 import Runtime
 
 /// `storeledger bench <suite>`: speed measured side by side in one run (ratios), see BENCHMARKS.md.
-/// Each suite lives in its own file (Bench*.swift) with a `run(_ arguments:) throws -> Int32`.
+/// Each suite lives in the Bench module (Sources/Tools/Bench), one file each, with a `run(_ arguments:) throws -> Int32`.
 struct BenchCommand: CLICommand {
     let name = "bench"
     let summary = "Run a benchmark suite: decode | sign | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
@@ -13,7 +14,7 @@ struct BenchCommand: CLICommand {
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
-            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": E2EBench.run,
+            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": { try E2EBench.run($0) { try DevProcess.start(environment: $0, partitions: $1) } },
             "scale": ScaleBench.run, "replay": ReplayBench.run,
         ]
         if suite == "all" {
@@ -25,3 +26,6 @@ struct BenchCommand: CLICommand {
         return try run(arguments)
     }
 }
+
+/// bench e2e drives the same child `storeledger dev` as `simulate --dev`.
+extension DevProcess: DevStack {}

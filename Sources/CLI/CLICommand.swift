@@ -46,7 +46,7 @@ func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
 /// Shared settings read from options first, then the environment.
 struct Environment {
     static func value(_ arguments: Arguments, option: String, env: String) -> String? {
-        arguments.value(option) ?? ProcessInfo.processInfo.environment[env].flatMap { $0.isEmpty ? nil : $0 }
+        arguments.value(option, orEnvironment: env)
     }
 
     static func kafka(_ arguments: Arguments, clientId: String) throws -> KafkaConfig {

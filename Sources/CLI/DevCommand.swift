@@ -1,4 +1,5 @@
 import Crypto
+import Demo
 import Foundation
 import Postgres
 import Runtime

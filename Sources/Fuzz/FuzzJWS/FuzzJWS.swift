@@ -1,6 +1,7 @@
 import AppleDecoding
 import Crypto
 import Foundation
+import FuzzDriver
 
 /// libFuzzer target: the JWS parser and verifier, as notification, transaction and renewal info.
 func fuzzOne(_ bytes: [UInt8]) {
@@ -21,31 +22,8 @@ enum FuzzSetup {
     }()
 }
 
-/// Fuzzing build (-DSTORELEDGER_FUZZING, -sanitize=fuzzer): hand control to libFuzzer's driver.
-/// Plain build: replay saved inputs (crashers, corpus files), `FuzzJWS FILE...`.
+/// libFuzzer's driver or a replay of saved inputs (`FuzzDriver.run`).
 @main
 struct Entry {
-    static func main() {
-        #if STORELEDGER_FUZZING
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-            fuzzOne(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
-            return 0
-        })
-        #else
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            fuzzOne([UInt8](data))
-        }
-        #endif
-    }
+    static func main() { FuzzDriver.run(fuzzOne) }
 }
-
-#if STORELEDGER_FUZZING
-/// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's entry).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
-                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                         _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
-#endif

@@ -2,6 +2,7 @@ import AppleDecoding
 import Crypto
 import Domain
 import Foundation
+import FuzzDriver
 
 /// libFuzzer target: the whole pure path on in-memory state, with the functions the stages call.
 /// One input is up to eight records separated by a line `--8<--`; each is fed, in order, as
@@ -203,9 +204,8 @@ enum Seeds {
     }
 }
 
-/// Fuzzing build (-DSTORELEDGER_FUZZING, -sanitize=fuzzer): hand control to libFuzzer's driver.
-/// Plain build: replay saved inputs (crashers, corpus files), `FuzzPipeline FILE...`.
-/// Either build: `STORELEDGER_FUZZ_WRITE_SEEDS=DIR FuzzPipeline` writes the synthetic seeds and exits.
+/// `FuzzDriver.run`; either build: `STORELEDGER_FUZZ_WRITE_SEEDS=DIR FuzzPipeline` writes the synthetic
+/// seeds and exits.
 @main
 struct Entry {
     static func main() {
@@ -213,27 +213,9 @@ struct Entry {
             do { try Seeds.write(to: directory) } catch { print("cannot write seeds: \(error)"); exit(1) }
             exit(0)
         }
-        #if STORELEDGER_FUZZING
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-            fuzzOne(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
-            return 0
-        })
-        #else
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            let made = fuzzOne([UInt8](data))
+        FuzzDriver.run({ _ = fuzzOne($0) }) { path, bytes in
+            let made = fuzzOne(bytes)
             print("\(path): \(made.checked) ledger entries (\(made.unchecked) without the bounds checks)")
         }
-        #endif
     }
 }
-
-#if STORELEDGER_FUZZING
-/// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's entry).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
-                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                         _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
-#endif

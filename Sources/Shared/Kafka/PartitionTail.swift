@@ -10,7 +10,7 @@ public enum PartitionTail {
                                        properties: config.consumerProperties(groupId: "storeledger-tail-\(UUID().uuidString)"))
         rd_kafka_poll_set_consumer(client.pointer)
         let deadline = ContinuousClock.now + timeout
-        let count = try partitionCount(client, topic: topic, timeout: timeout)
+        let count = try client.partitionCount(topic: topic, timeout: timeout)
         var wanted: [Int32: Int64] = [:]
         for partition in 0..<count {
             var low: Int64 = 0
@@ -40,19 +40,5 @@ public enum PartitionTail {
             if let last = wanted[record.partition], record.offset >= last { found[record.partition] = record }
         }
         return found
-    }
-
-    private static func partitionCount(_ client: RdKafkaClient, topic: String, timeout: Duration) throws(KafkaError) -> Int32 {
-        guard let handle = rd_kafka_topic_new(client.pointer, topic, nil) else { throw KafkaError(.other, "topic handle \(topic)") }
-        defer { rd_kafka_topic_destroy(handle) }
-        var metadata: UnsafePointer<rd_kafka_metadata>?
-        let error = rd_kafka_metadata(client.pointer, 0, handle, &metadata, timeout.rdMilliseconds)
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(error, "metadata of \(topic)") }
-        defer { rd_kafka_metadata_destroy(metadata) }
-        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
-                             "metadata of \(topic)")
-        }
-        return metadata.pointee.topics[0].partition_cnt
     }
 }

@@ -41,6 +41,21 @@ final class RdKafkaClient: @unchecked Sendable {
 
     /// The client's instance name (`rdkafka#producer-1`), for logs.
     var name: String { String(cString: rd_kafka_name(pointer)) }
+
+    /// The partitions of `topic` from the cluster's metadata; an unknown topic is an error.
+    func partitionCount(topic: String, timeout: Duration) throws(KafkaError) -> Int32 {
+        guard let handle = rd_kafka_topic_new(pointer, topic, nil) else { throw KafkaError(.other, "topic handle \(topic)") }
+        defer { rd_kafka_topic_destroy(handle) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let error = rd_kafka_metadata(pointer, 0, handle, &metadata, timeout.rdMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(error, "metadata of \(topic)") }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+                             "metadata of \(topic)")
+        }
+        return metadata.pointee.topics[0].partition_cnt
+    }
 }
 
 private let librdkafkaLogger = Logger(component: "kafka")

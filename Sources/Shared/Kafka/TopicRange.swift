@@ -19,17 +19,7 @@ public final class TopicRangeReader: Sendable {
     deinit { _ = rd_kafka_consumer_close(client.pointer) }
 
     public func partitionCount(topic: String) throws(KafkaError) -> Int32 {
-        guard let handle = rd_kafka_topic_new(client.pointer, topic, nil) else { throw KafkaError(.other, "topic handle \(topic)") }
-        defer { rd_kafka_topic_destroy(handle) }
-        var metadata: UnsafePointer<rd_kafka_metadata>?
-        let error = rd_kafka_metadata(client.pointer, 0, handle, &metadata, timeout.rdMilliseconds)
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(error, "metadata of \(topic)") }
-        defer { rd_kafka_metadata_destroy(metadata) }
-        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
-                             "metadata of \(topic)")
-        }
-        return metadata.pointee.topics[0].partition_cnt
+        try client.partitionCount(topic: topic, timeout: timeout)
     }
 
     /// What the partition holds now: `[low, high)`.

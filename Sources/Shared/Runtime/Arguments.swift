@@ -1,3 +1,5 @@
+import Foundation
+
 /// A small command-line parser: `--name value`, `--name=value`, repeated options, flags and
 /// positionals. Usage errors are thrown as `UsageError` so `main` can print help and exit 2.
 public struct Arguments: Sendable {
@@ -40,6 +42,10 @@ public struct Arguments: Sendable {
     public func has(_ flag: String) -> Bool { flags.contains(flag) }
     public func value(_ name: String) -> String? { options[name]?.last }
     public func values(_ name: String) -> [String] { options[name] ?? [] }
+    /// `--name`, else the environment variable when set and not empty (an option wins over the environment).
+    public func value(_ name: String, orEnvironment variable: String) -> String? {
+        value(name) ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     public func int(_ name: String, default fallback: Int) throws -> Int {
         guard let text = value(name) else { return fallback }

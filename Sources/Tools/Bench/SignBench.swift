@@ -12,8 +12,8 @@ import Synchronization
 ///   >= 15x python-ecdsa); all three in CPU time so other load on the machine does not skew them;
 /// - Kafka request/reply latency through a `storeledger signer` process at a fixed rate
 ///   (default 2,000 requests/s; goal p99 <= 20 ms).
-enum SignBench {
-    static func run(_ arguments: Arguments) throws -> Int32 {
+public enum SignBench {
+    public static func run(_ arguments: Arguments) throws -> Int32 {
         let quick = arguments.has("quick")
         let seconds = Double(try arguments.int("seconds", default: quick ? 1 : 3))
         let rate = try arguments.int("rate", default: 2000)

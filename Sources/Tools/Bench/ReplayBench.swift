@@ -12,8 +12,8 @@ import Stages
 /// the membership group is committed at the end of the topic. Then `replay --stage membership --from
 /// earliest` runs over it twice: a replay of unchanged code (every command read, folded from scratch,
 /// compared, nothing to write), and a dry run. Embedded broker and PostgreSQL.
-enum ReplayBench {
-    static func run(_ arguments: Arguments) throws -> Int32 {
+public enum ReplayBench {
+    public static func run(_ arguments: Arguments) throws -> Int32 {
         let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
         guard events >= 6 else { throw UsageError("--events must be at least 6") }
         let subscriptions = events / 6
@@ -60,7 +60,7 @@ enum ReplayBench {
         for partition in 0..<Int32(32) { ends[PartitionID(topic: Topic.commands, partition: partition)] = try reader.watermarks(topic: Topic.commands, partition: partition).high }
         try group[0].hold.consumer.commit(offsets: ends)
         group[0].hold.close()
-        let fill = seconds(ContinuousClock.now - fillStarted)
+        let fill = PipelineBench.seconds(ContinuousClock.now - fillStarted)
         let ledger = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
         logger.info("prefilled", ["events": .of(subscriptions * 6), "ledger": .of(ledger)])
 
@@ -98,10 +98,6 @@ enum ReplayBench {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// One subscription's commands: a user link, SUBSCRIBED, three renewals, a refund of the last period.

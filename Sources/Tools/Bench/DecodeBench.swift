@@ -8,8 +8,8 @@ import Runtime
 /// run as Apple's Python verifier (scripts/apple_python_verify.py in the private .venv) and
 /// `openssl speed` (the ceiling: ECDSA P-256 verifies and RSA-2048 verifies per second).
 /// Inputs: Apple's published test chain and real receipts from ../shared/fixtures (--fixtures DIR).
-enum DecodeBench {
-    static func run(_ arguments: Arguments) throws -> Int32 {
+public enum DecodeBench {
+    public static func run(_ arguments: Arguments) throws -> Int32 {
         let seconds = arguments.has("quick") ? 1.0 : Double(try arguments.int("seconds", default: 3))
         let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FIXTURES"] ?? "../shared/fixtures"
         guard FileManager.default.fileExists(atPath: fixtures) else {

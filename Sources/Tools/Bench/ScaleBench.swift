@@ -21,11 +21,11 @@ import Stages
 ///    group works with the new members (every member has processed a batch since the change).
 /// Consumers use the session timeout of `storeledger dev` (STORELEDGER_KAFKA_SESSION_TIMEOUT_MS,
 /// default here 6000): on the embedded broker a rebalance waits about that minus one second.
-enum ScaleBench {
+public enum ScaleBench {
     static let partitions: Int32 = 24  // divisible by 1, 2 and 3 members; keeps each partition under the mock's 5 MiB
     static let stageNames = ["dedupe", "classify", "membership"]
 
-    static func run(_ arguments: Arguments) throws -> Int32 {
+    public static func run(_ arguments: Arguments) throws -> Int32 {
         let events = arguments.has("quick") ? 5_000 : try arguments.int("events", default: 20_000)
         guard events >= PipelineBench.perSubscription * 10 else { throw UsageError("--events must be at least \(PipelineBench.perSubscription * 10)") }
         let sessionMs = Int(ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "") ?? 6_000
@@ -48,16 +48,8 @@ enum ScaleBench {
     }
 
     static func report(_ figures: [(String, Double)], json: Bool) {
-        if json {
-            let body = figures.map { "\"\($0.0)\": \(String(format: "%.3f", $0.1))" }.joined(separator: ", ")
-            print("{\"suite\": \"scale\", \(body)}")
-        } else {
-            print("scale (dedupe → classify → membership; 1, 2, 3 members per stage; rebalance pauses)")
-            for (name, value) in figures {
-                print("  \(name.padding(toLength: 40, withPad: " ", startingAt: 0)) \(String(format: value >= 100 ? "%.0f" : "%.2f", value))")
-            }
-        }
-        fflush(nil)
+        BenchReport.write(suite: "scale", title: "scale (dedupe → classify → membership; 1, 2, 3 members per stage; rebalance pauses)",
+                          figures, json: json, nameWidth: 40)
     }
 
     // MARK: Throughput

@@ -6,14 +6,14 @@ import Simulator
 
 /// What `storeledger dev --demo` prepares before the workers start: the simulated App Store's
 /// PKI and catalog, and the environment that makes the workers trust it.
-struct DemoSetup: Sendable {
-    let simulator: SimulatorSetup
+public struct DemoSetup: Sendable {
+    public let simulator: SimulatorSetup
     /// Merged into the environment of ingest and every worker.
-    let environment: [String: String]
+    public let environment: [String: String]
 }
 
 /// Writes the simulator's files into a fresh directory (removed by the OS's temp cleanup).
-func prepareDemo() throws -> DemoSetup {
+public func prepareDemo() throws -> DemoSetup {
     let directory = NSTemporaryDirectory() + "storeledger-demo-\(getpid())"
     let setup = try SimulatorSetup.prepare(directory: directory)
     var environment = setup.environment
@@ -29,7 +29,7 @@ func prepareDemo() throws -> DemoSetup {
 /// duplicates and reordering, and one forged notification; then events in, records per stage,
 /// dead letters, the ledger by kind, the oracle's verdict, and a few users' membership and ledger.
 /// A failure is printed, not thrown further: StoreLedger stays up for `curl` either way.
-func runDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, databaseURL: String) throws {
+public func runDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, databaseURL: String) throws {
     do {
         try driveDemo(demo, ingestURL: ingestURL, bootstrap: bootstrap, databaseURL: databaseURL)
     } catch {

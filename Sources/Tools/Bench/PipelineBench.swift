@@ -17,10 +17,10 @@ import Stages
 /// storefront change): SUBSCRIBED, three DID_RENEW and a
 /// REFUND in the last period. Every event causes exactly one ledger entry, plus one link per
 /// subscription, so the run is complete when the ledger holds events + subscriptions entries.
-enum PipelineBench {
+public enum PipelineBench {
     static let perSubscription = 5
 
-    static func run(_ arguments: Arguments) throws -> Int32 {
+    public static func run(_ arguments: Arguments) throws -> Int32 {
         let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
         let batch = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_BATCH"] ?? "") ?? 500
@@ -34,7 +34,7 @@ enum PipelineBench {
         // Infrastructure: the embedded broker keeps 5 MiB per partition, so spread the topics wide.
         var broker: EmbeddedBroker?
         let bootstrap: String
-        if let given = Environment.value(arguments, option: "bootstrap", env: "KAFKA_BOOTSTRAP_SERVERS") {
+        if let given = arguments.value("bootstrap", orEnvironment: "KAFKA_BOOTSTRAP_SERVERS") {
             bootstrap = given
         } else {
             let embedded = try EmbeddedBroker()
@@ -44,7 +44,7 @@ enum PipelineBench {
         }
         var postgres: EmbeddedPostgres?
         let databaseURL: String
-        if let given = Environment.databaseURL(arguments) {
+        if let given = arguments.value("database-url", orEnvironment: "DATABASE_URL") {
             databaseURL = given
         } else {
             let server = try EmbeddedPostgres.start()
@@ -215,16 +215,8 @@ enum PipelineBench {
     }
 
     static func report(_ figures: [(String, Double)], json: Bool) {
-        if json {
-            let body = figures.map { "\"\($0.0)\": \(String(format: "%.3f", $0.1))" }.joined(separator: ", ")
-            print("{\"suite\": \"pipeline\", \(body)}")
-        } else {
-            print("pipeline (dedupe → classify → membership, PostgreSQL commit per poll batch)")
-            for (name, value) in figures {
-                print("  \(name.padding(toLength: 38, withPad: " ", startingAt: 0)) \(String(format: value >= 100 ? "%.0f" : "%.2f", value))")
-            }
-        }
-        fflush(nil)
+        BenchReport.write(suite: "pipeline", title: "pipeline (dedupe → classify → membership, PostgreSQL commit per poll batch)",
+                          figures, json: json, nameWidth: 38)
     }
 }
 

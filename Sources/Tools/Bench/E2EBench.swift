@@ -16,10 +16,12 @@ import Simulator
 /// is the membership transaction's start: the commit follows within that batch's few ms).
 /// CPU seconds per event of every process from /proc, and peak RSS (VmHWM) of every process.
 /// Figures are medians over `--runs` (default 3; --quick: 1 run, shorter phases).
-enum E2EBench {
+public enum E2EBench {
     static let rates: [Double] = [500, 1_000, 2_000]
 
-    static func run(_ arguments: Arguments) throws -> Int32 {
+    /// `startDev(environment, partitions)` starts `storeledger dev` with that environment merged in.
+    public static func run(_ arguments: Arguments, startDev: (_ environment: [String: String], _ partitions: Int) throws -> any DevStack)
+        throws -> Int32 {
         let quick = arguments.has("quick")
         let runs = try arguments.int("runs", default: quick ? 1 : 3)
         let rateSeconds = Double(try arguments.int("seconds", default: quick ? 6 : 12))
@@ -56,7 +58,7 @@ enum E2EBench {
         defer { trivial.stop() }
         let trivialURL = "http://127.0.0.1:\(trivial.boundPort)"
 
-        let dev = try DevProcess.start(environment: setup.environment, partitions: 12)
+        let dev = try startDev(setup.environment, 12)
         defer { dev.stop() }
         guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
         let db = try PGConnection(url: databaseURL)
@@ -97,16 +99,8 @@ enum E2EBench {
         summary += processes.peakRSS().map { ("peak_rss_mb_\($0.key)", $0.value) }.sorted { $0.0 < $1.0 }
         summary += [("runs", Double(runs)), ("rate_phase_seconds", rateSeconds), ("flat_out_events", Double(flatEvents)),
                     ("load_average_1m_at_end", loadAverage())]
-        if arguments.has("json") {
-            let body = summary.map { "\"\($0.0)\": \(String(format: "%.3f", $0.1))" }.joined(separator: ", ")
-            print("{\"suite\": \"e2e\", \(body)}")
-        } else {
-            print("e2e (HTTP → ingest → Kafka → decode → dedupe → classify → membership → PostgreSQL; medians of \(runs) run(s))")
-            for (name, value) in summary {
-                print("  \(name.padding(toLength: 52, withPad: " ", startingAt: 0)) \(String(format: value >= 100 ? "%.0f" : "%.2f", value))")
-            }
-        }
-        fflush(nil)
+        BenchReport.write(suite: "e2e", title: "e2e (HTTP → ingest → Kafka → decode → dedupe → classify → membership → PostgreSQL; medians of \(runs) run(s))",
+                          summary, json: arguments.has("json"), nameWidth: 52)
         return 0
     }
 
