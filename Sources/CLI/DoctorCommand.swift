@@ -4,6 +4,7 @@ import Domain
 import Foundation
 import Postgres
 import Runtime
+import Stages
 
 /// `storeledger doctor`: is this deployment able to talk to Apple? Checks, in order, the
 /// verification settings and roots, the key (a token from the signer: the key itself is never

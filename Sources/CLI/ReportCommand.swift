@@ -49,24 +49,3 @@ struct ReportCommand: CLICommand {
     /// Midnight UTC of `YYYY-MM-DD`, in ms.
     static func dayStartMs(_ text: String) -> Int64? { utcDayStartMs(text) }
 }
-
-/// The two reports over the finance facts, for the CLI and for ingest's admin route alike.
-enum FinanceReport {
-    /// The facts that touch `[from, to]` (UTC days, checked by the caller), of one environment or all.
-    static func transactions(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [FinanceTransaction] {
-        guard let fromMs = utcDayStartMs(from), let toMs = utcDayStartMs(to) else { throw UsageError("days are YYYY-MM-DD") }
-        let transactions = try reads.transactions(fromMs: fromMs, toMs: toMs + 86_400_000)
-        guard let environment else { return transactions }
-        return transactions.filter { $0.environment == environment }
-    }
-
-    static func reconcile(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [ReconcileRow] {
-        Reconciliation.rows(try transactions(reads, from: from, to: to, environment: environment), from: from, to: to)
-    }
-
-    static func metrics(_ reads: FinanceReads, from: String, to: String, environment: String?) throws -> [MetricsRow] {
-        let transactions = try transactions(reads, from: from, to: to, environment: environment)
-        let standings = try reads.renewalStandings(Array(Set(transactions.map(\.subscriptionKey))).sorted())
-        return SubscriptionMetrics.rows(transactions, renewals: standings, from: from, to: to, nowMs: currentTimeMs())
-    }
-}

@@ -9,8 +9,8 @@ import Runtime
 ///   need not sit in the environment.
 /// Other properties are refused: this is the security passthrough, not a way to retune clients.
 /// Values never appear in errors or logs (they may be credentials).
-enum KafkaSecurity {
-    static func properties(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [String: String] {
+public enum KafkaSecurity {
+    public static func properties(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [String: String] {
         var properties: [String: String] = [:]
         if let path = environment["STORELEDGER_KAFKA_PROPERTIES_FILE"], !path.isEmpty {
             guard let data = FileManager.default.contents(atPath: path), data.count <= 1 << 20 else {

@@ -7,47 +7,13 @@ import Postgres
 import Runtime
 import Synchronization
 
-/// `storeledger recover notifications`: pages through Apple's notification history for a window,
-/// and feeds into `storeledger.notifications.raw` every notification the pipeline never saw, each
-/// `notificationUUID` once, with header `storeledger.provenance: recovered`. Tokens come from the
-/// signer (sealed, over the sign topics); this process never sees the key.
-struct RecoverCommand: CLICommand {
-    let name = "recover"
-    let summary = "Recover missed App Store notifications: page Apple's notification history (App Store Server API) and feed what StoreLedger never ingested into the raw topic, with a report."
-    let usage = """
-    notifications --from T --to T [--only-failures] [--environment Production,Sandbox] [--dry-run] [--json] \
-    [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
-       T: ms since 1970 or ISO 8601 (2026-11-30T00:00:00Z); Apple keeps 180 days.
-       Environment: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_APP_APPLE_ID, STORELEDGER_ENVIRONMENT (as decode),
-       STORELEDGER_API_PRODUCTION_URL / STORELEDGER_API_SANDBOX_URL (default Apple's), STORELEDGER_API_KEY_ID,
-       KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (optional: skips notifications the dedupe stage already saw).
-    """
-    let optionNames: Set<String> = ["from", "to", "environment", "bootstrap", "database-url", "key-id", "max-pages"]
-    let flagNames: Set<String> = ["only-failures", "dry-run", "json"]
-
-    func run(_ arguments: Arguments) throws -> Int32 {
-        guard arguments.positionals == ["notifications"] else { throw UsageError("expected: recover notifications --from T --to T") }
-        guard let fromText = arguments.value("from"), let from = RecoveryTime.parse(fromText),
-              let toText = arguments.value("to"), let to = RecoveryTime.parse(toText) else {
-            throw UsageError("--from and --to are required: ms since 1970 or ISO 8601")
-        }
-        let session = try ServerAPISession(arguments, clientId: "storeledger-recover", maxPages: try arguments.int("max-pages", default: 50))
-        defer { session.close() }
-        let environments = try arguments.value("environment").map(RecoveryTime.environments) ?? session.environments
-        let producer = arguments.has("dry-run") ? nil : try KafkaProducer(config: try Environment.kafka(arguments, clientId: "storeledger-recover"))
-        defer { producer?.close() }
-        let database = try Environment.databaseURL(arguments).map { try PGConnection(url: $0) }
-        defer { database?.close() }
-        let reports = try Self.recover(client: session.client, environments: environments, from: from, to: to,
-                                       onlyFailures: arguments.has("only-failures"), producer: producer, database: database)
-        Self.print(reports, json: arguments.has("json"))
-        return reports.allSatisfy(\.complete) ? 0 : 1
-    }
-
+/// A recovery pass (`storeledger recover notifications`, `storeledger worker recover`): Apple's
+/// notification history for a window, and what the pipeline never saw fed into the raw topic.
+public enum RecoveryPass {
     /// One recovery pass over `[from, to)` per environment: page the history, skip what the dedupe
     /// stage already saw (with a database), feed the rest (without a producer: only report).
-    static func recover(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], from: Int64, to: Int64, onlyFailures: Bool,
-                        producer: KafkaProducer?, database: PGConnection?) throws -> [RecoveryReport] {
+    public static func recover(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], from: Int64, to: Int64, onlyFailures: Bool,
+                               producer: KafkaProducer?, database: PGConnection?) throws -> [RecoveryReport] {
         var reports: [RecoveryReport] = []
         for environment in environments {
             var report = RecoveryReport(environment: environment.rawValue)
@@ -99,14 +65,10 @@ struct RecoverCommand: CLICommand {
         let rows = try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(keys))")
         return Set(try rows.map { String(try $0.string("event_key").dropFirst("uuid:".count)) })
     }
-
-    static func print(_ reports: [RecoveryReport], json: Bool) {
-        printReport(reports, key: "recovery", json: json) { reports.map(\.summary).joined(separator: "\n") }
-    }
 }
 
 /// What one environment's recovery did.
-struct RecoveryReport: Codable {
+public struct RecoveryReport: Codable, Sendable {
     var environment: String
     var error: String?
     var pages = 0
@@ -125,9 +87,9 @@ struct RecoveryReport: Codable {
 
     init(environment: String) { self.environment = environment }
 
-    var complete: Bool { error == nil && !truncated && failed == 0 }
+    public var complete: Bool { error == nil && !truncated && failed == 0 }
 
-    var summary: String {
+    public var summary: String {
         if let error { return "recover notifications \(environment): FAILED \(error)" }
         return "recover notifications \(environment): \(found) in history (\(neverDelivered) never delivered) over \(pages) page(s)"
             + "\(truncated ? " TRUNCATED" : ""); \(alreadyIngested) already ingested, \(duplicatesInHistory) duplicate(s), "
@@ -136,14 +98,14 @@ struct RecoveryReport: Codable {
 }
 
 /// Option parsing for recovery, kept apart so it is plain functions.
-enum RecoveryTime {
-    static func parse(_ text: String) -> Int64? {
+public enum RecoveryTime {
+    public static func parse(_ text: String) -> Int64? {
         if let ms = Int64(text), ms >= 0 { return ms }
         let formatter = ISO8601DateFormatter()
         return formatter.date(from: text).map { Int64($0.timeIntervalSince1970 * 1000) }
     }
 
-    static func environments(_ text: String) throws -> [AppStoreEnvironment] {
+    public static func environments(_ text: String) throws -> [AppStoreEnvironment] {
         try text.split(separator: ",").map { name in
             guard let environment = AppStoreEnvironment(lenient: String(name)), !environment.isLocal else {
                 throw UsageError("--environment: Production or Sandbox, got \"\(name)\"")
@@ -152,7 +114,7 @@ enum RecoveryTime {
         }
     }
 
-    static func baseURLs(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> APIBaseURLs {
+    public static func baseURLs(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> APIBaseURLs {
         func url(_ name: String, _ fallback: URL) throws -> URL {
             guard let text = env[name], !text.isEmpty else { return fallback }
             guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http" else {

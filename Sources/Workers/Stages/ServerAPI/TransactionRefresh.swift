@@ -5,36 +5,6 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
-import Stages
-
-/// `storeledger refresh --transaction-id ID`: asks Apple what is true for this customer now and
-/// feeds it into the pipeline, so whatever notifications were lost is corrected by the ledger.
-struct RefreshCommand: CLICommand {
-    let name = "refresh"
-    let summary = "Ask Apple what is true for one customer now (App Store Server API: transaction history since the stored revision, all subscription statuses) and feed it into the pipeline as events of source server-api."
-    let usage = """
-    --transaction-id ID [--environment Production|Sandbox] [--json] [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
-       Environment as for recover: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_API_*_URL, KAFKA_BOOTSTRAP_SERVERS,
-       DATABASE_URL (optional: keeps the history revision per subscription, so the next refresh reads only what changed).
-    """
-    let optionNames: Set<String> = ["transaction-id", "environment", "bootstrap", "database-url", "key-id", "max-pages"]
-    let flagNames: Set<String> = ["json"]
-
-    func run(_ arguments: Arguments) throws -> Int32 {
-        guard let transactionId = arguments.value("transaction-id") else { throw UsageError("--transaction-id is required") }
-        let environment = try arguments.value("environment").map(RecoveryTime.environments)?.first
-        let session = try ServerAPISession(arguments, clientId: "storeledger-refresh", maxPages: try arguments.int("max-pages", default: 50))
-        defer { session.close() }
-        let producer = try KafkaProducer(config: try Environment.kafka(arguments, clientId: "storeledger-refresh"))
-        defer { producer.close() }
-        let database = try Environment.databaseURL(arguments).map { try PGConnection(url: $0) }
-        defer { database?.close() }
-        let report = TransactionRefresh(client: session.client, producer: producer, database: database)
-            .refresh(transactionId: transactionId, environment: environment)
-        printReport(report, key: "refresh", json: arguments.has("json")) { report.summary }
-        return report.error == nil && !report.truncated ? 0 : 1
-    }
-}
 
 /// What one refresh did.
 public struct RefreshReport: Codable, Sendable {
@@ -52,7 +22,7 @@ public struct RefreshReport: Codable, Sendable {
 
     init(transactionId: String) { self.transactionId = transactionId }
 
-    var summary: String {
+    public var summary: String {
         if let error { return "refresh \(transactionId): FAILED \(error)" }
         return "refresh \(transactionId) (\(environment ?? "?"), original \(originalTransactionId ?? "?")): \(historyTransactions) transaction(s) "
             + "over \(historyPages) page(s)\(resumedFromRevision ? " since the stored revision" : "")\(truncated ? " TRUNCATED" : ""), "
@@ -65,12 +35,18 @@ public struct RefreshReport: Codable, Sendable {
 /// renewal state; everything goes to the raw topic as Apple signed it (source
 /// `app-store-server-api`, provenance `server-api`), and the revision reached is stored after the
 /// broker acknowledged the records, so a failed write is read again next time.
-struct TransactionRefresh {
+public struct TransactionRefresh {
     let client: AppStoreServerAPIClient
     let producer: KafkaProducer
     let database: PGConnection?
 
-    func refresh(transactionId: String, environment: AppStoreEnvironment?) -> RefreshReport {
+    public init(client: AppStoreServerAPIClient, producer: KafkaProducer, database: PGConnection?) {
+        self.client = client
+        self.producer = producer
+        self.database = database
+    }
+
+    public func refresh(transactionId: String, environment: AppStoreEnvironment?) -> RefreshReport {
         var report = RefreshReport(transactionId: transactionId)
         do {
             try refresh(transactionId, environment, &report)

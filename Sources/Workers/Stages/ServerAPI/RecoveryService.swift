@@ -12,27 +12,8 @@ import Synchronization
 /// the last H hours (default 168: Apple's V2 retries span 157 h) and feeds the ones the dedupe
 /// stage never saw, with provenance `recovered`; each pass logs its report (`recovery_pass`) and
 /// counts `storeledger_recovery_fed_total{environment}`. Readiness is false after a failed pass.
-enum ScheduledRecovery {
-    static func run(_ arguments: Arguments) throws -> Int32 {
-        let interval = try arguments.int("interval", default: 3600)
-        let lookbackHours = try arguments.int("lookback-hours", default: 168)
-        guard (1...86_400).contains(interval) else { throw UsageError("--interval must be 1...86400 seconds") }
-        guard (1...(180 * 24 - 1)).contains(lookbackHours) else { throw UsageError("--lookback-hours must be 1...4319: Apple keeps 180 days") }
-        guard let databaseURL = Environment.databaseURL(arguments) else {
-            throw UsageError("worker recover needs --database-url or DATABASE_URL: it skips what the pipeline already saw")
-        }
-        let session = try ServerAPISession(arguments, clientId: "storeledger-recover-worker")
-        defer { session.close() }
-        let producer = try KafkaProducer(config: try Environment.kafka(arguments, clientId: "storeledger-recover-worker"))
-        defer { producer.close() }
-        let service = RecoveryService(client: session.client, environments: session.environments, producer: producer,
-                                      databaseURL: databaseURL, interval: .seconds(interval), lookbackMs: Int64(lookbackHours) * 3_600_000)
-        return try runServices(service, reason: { service.problem ?? "" }, arguments, logger: Logger(component: "worker.recover"))
-    }
-}
-
-final class RecoveryService: Service {
-    let name = "recover"
+public final class RecoveryService: Service {
+    public let name = "recover"
     private let client: AppStoreServerAPIClient
     private let environments: [AppStoreEnvironment]
     private let producer: KafkaProducer
@@ -42,7 +23,7 @@ final class RecoveryService: Service {
     private let lastProblem = Mutex<String?>(nil)
     private let logger = Logger(component: "worker.recover")
 
-    init(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], producer: KafkaProducer, databaseURL: String,
+    public init(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], producer: KafkaProducer, databaseURL: String,
          interval: Duration, lookbackMs: Int64) {
         self.client = client
         self.environments = environments
@@ -52,10 +33,10 @@ final class RecoveryService: Service {
         self.lookbackMs = lookbackMs
     }
 
-    var problem: String? { lastProblem.withLock { $0 } }
-    var isReady: Bool { problem == nil }
+    public var problem: String? { lastProblem.withLock { $0 } }
+    public var isReady: Bool { problem == nil }
 
-    func run(until stop: StopSignal) throws -> Int32 {
+    public func run(until stop: StopSignal) throws -> Int32 {
         while !stop.isStopped {
             pass(nowMs: currentTimeMs())
             _ = stop.wait(timeout: interval)
@@ -68,7 +49,7 @@ final class RecoveryService: Service {
         do {
             let database = try PGConnection(url: databaseURL)
             defer { database.close() }
-            let reports = try RecoverCommand.recover(client: client, environments: environments, from: nowMs - lookbackMs, to: nowMs,
+            let reports = try RecoveryPass.recover(client: client, environments: environments, from: nowMs - lookbackMs, to: nowMs,
                                                      onlyFailures: true, producer: producer, database: database)
             for report in reports {
                 Metrics.shared.increment("storeledger_recovery_fed_total", ["environment": report.environment], by: Double(report.fed))

@@ -5,79 +5,16 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
-import Stages
-
-/// `storeledger support extend|mass-extend|mass-status`: renewal-date extensions Apple applies,
-/// each recorded in `support_actions` with the acting admin and the reason. A single extension is
-/// followed by a refresh of the subscription, so the ledger shows the new expiry (cause server-api).
-struct SupportCommand: CLICommand {
-    let name = "support"
-    let summary = "Support actions through the App Store Server API: extend one subscription's renewal date or all active subscribers of a product (recorded with admin and reason), and read a mass extension's status."
-    let usage = """
-    extend --original-transaction-id ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--request-id ID]
-    mass-extend --product ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--storefronts USA,CAN] [--request-id ID] [--wait S]
-    mass-status --product ID --request-id ID
-       [--environment Production|Sandbox] [--json] [--bootstrap B] [--database-url URL] [--key-id ID]
-       Reason codes (Apple's extendReasonCode): 0 undeclared, 1 customer satisfaction, 2 other, 3 service issue or outage.
-       DATABASE_URL is required for extend and mass-extend: every action is recorded.
-    """
-    let optionNames: Set<String> = ["original-transaction-id", "product", "days", "reason-code", "admin", "reason", "request-id", "storefronts",
-                                    "wait", "environment", "bootstrap", "database-url", "key-id"]
-    let flagNames: Set<String> = ["json"]
-
-    func run(_ arguments: Arguments) throws -> Int32 {
-        guard arguments.positionals.count == 1, let action = arguments.positionals.first,
-              ["extend", "mass-extend", "mass-status"].contains(action) else {
-            throw UsageError("expected: support extend | mass-extend | mass-status")
-        }
-        let environment = try arguments.value("environment").map(RecoveryTime.environments)?.first
-        let session = try ServerAPISession(arguments, clientId: "storeledger-support")
-        defer { session.close() }
-        if action == "mass-status" {
-            guard let product = arguments.value("product"), let requestId = arguments.value("request-id") else {
-                throw UsageError("mass-status needs --product and --request-id")
-            }
-            let status = try session.client.massExtensionStatus(productId: product, requestIdentifier: requestId, environment: environment).get()
-            printReport(status, key: "massExtensionStatus", json: arguments.has("json")) {
-                "mass extension \(requestId) of \(product): complete \(status.complete ?? false), succeeded \(status.succeededCount ?? 0), failed \(status.failedCount ?? 0)"
-            }
-            return 0
-        }
-        let order = try SupportOrder(arguments)
-        guard let url = Environment.databaseURL(arguments) else { throw UsageError("support \(action) needs DATABASE_URL: every action is recorded") }
-        let database = try PGConnection(url: url)
-        defer { database.close() }
-        var report: SupportReport
-        if action == "extend" {
-            guard let otid = arguments.value("original-transaction-id") else { throw UsageError("extend needs --original-transaction-id") }
-            report = SupportActions(client: session.client, database: database).extend(otid, order, environment: environment)
-            if report.error == nil {
-                let producer = try KafkaProducer(config: try Environment.kafka(arguments, clientId: "storeledger-support"))
-                defer { producer.close() }
-                report.refresh = TransactionRefresh(client: session.client, producer: producer, database: database)
-                    .refresh(transactionId: otid, environment: environment)
-            }
-        } else {
-            guard let product = arguments.value("product") else { throw UsageError("mass-extend needs --product") }
-            let storefronts = arguments.value("storefronts").map { $0.split(separator: ",").map(String.init) }
-            report = SupportActions(client: session.client, database: database)
-                .massExtend(product, storefronts: storefronts, order, environment: environment,
-                            waitSeconds: try arguments.int("wait", default: 30))
-        }
-        printReport(report, key: "support", json: arguments.has("json")) { report.summary }
-        return report.error == nil ? 0 : 1
-    }
-}
 
 /// Who asks for what and why: validated once, before anything is sent.
-struct SupportOrder {
+public struct SupportOrder {
     var days: Int32
     var reasonCode: ExtendReasonCode
     var admin: String
     var reason: String
     var requestId: String
 
-    init(_ arguments: Arguments) throws {
+    public init(_ arguments: Arguments) throws {
         let days = try arguments.int("days", default: 0)
         guard (1...90).contains(days) else { throw UsageError("--days must be 1...90 (Apple's limit per extension)") }
         guard let code = Int32(arguments.value("reason-code") ?? ""), let reasonCode = ExtendReasonCode(rawValue: code) else {
@@ -97,7 +34,7 @@ struct SupportOrder {
     }
 }
 
-struct SupportReport: Codable {
+public struct SupportReport: Codable, Sendable {
     var kind: String
     var target: String
     var requestIdentifier: String
@@ -108,10 +45,10 @@ struct SupportReport: Codable {
     var succeededCount: Int64?
     var failedCount: Int64?
     var complete: Bool?
-    var error: String?
-    var refresh: RefreshReport?
+    public var error: String?
+    public var refresh: RefreshReport?
 
-    var summary: String {
+    public var summary: String {
         if let error { return "support \(kind) \(target): FAILED \(error)" }
         if kind == "extend" {
             return "support extend \(target) by \(admin): success \(succeeded ?? false), renews \(effectiveDate.map { TimeText.iso($0) } ?? "?")"
@@ -123,11 +60,16 @@ struct SupportReport: Codable {
 }
 
 /// Sends the extension and records it, whatever Apple answered (an attempt is evidence too).
-struct SupportActions {
+public struct SupportActions {
     let client: AppStoreServerAPIClient
     let database: PGConnection
 
-    func extend(_ otid: String, _ order: SupportOrder, environment: AppStoreEnvironment?) -> SupportReport {
+    public init(client: AppStoreServerAPIClient, database: PGConnection) {
+        self.client = client
+        self.database = database
+    }
+
+    public func extend(_ otid: String, _ order: SupportOrder, environment: AppStoreEnvironment?) -> SupportReport {
         let request = ExtendRenewalDateRequest(extendByDays: order.days, extendReasonCode: order.reasonCode, requestIdentifier: order.requestId)
         var report = SupportReport(kind: "extend", target: otid, requestIdentifier: order.requestId, admin: order.admin)
         switch client.extendRenewalDate(originalTransactionId: otid, request, environment: environment) {
@@ -144,7 +86,7 @@ struct SupportActions {
         return report
     }
 
-    func massExtend(_ product: String, storefronts: [String]?, _ order: SupportOrder, environment: AppStoreEnvironment?,
+    public func massExtend(_ product: String, storefronts: [String]?, _ order: SupportOrder, environment: AppStoreEnvironment?,
                     waitSeconds: Int) -> SupportReport {
         let request = MassExtendRenewalDateRequest(extendByDays: order.days, extendReasonCode: order.reasonCode, requestIdentifier: order.requestId,
                                                    storefrontCountryCodes: storefronts, productId: product)

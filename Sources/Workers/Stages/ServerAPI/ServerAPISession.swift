@@ -8,16 +8,16 @@ import Runtime
 /// What every process that calls the App Store Server API needs, built one way: the verifier of
 /// Apple's signed answers (the decode worker's settings), the sealed token exchange with the signer
 /// (this process never sees the key), and the client. `close` ends the exchange.
-final class ServerAPISession: Sendable {
-    let client: AppStoreServerAPIClient
-    let verifier: SignedDataVerifier
-    let bundleId: String
-    let environments: [AppStoreEnvironment]
+public final class ServerAPISession: Sendable {
+    public let client: AppStoreServerAPIClient
+    public let verifier: SignedDataVerifier
+    public let bundleId: String
+    public let environments: [AppStoreEnvironment]
     let exchange: SignerExchange
     /// The signer's tokens (cached until shortly before they expire).
-    let tokens: CachingTokenProvider
+    public let tokens: CachingTokenProvider
 
-    init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
+    public init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
         let decoding = try AppleDecodingConfiguration.fromEnvironment()
         try decoding.validate()
         guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
@@ -40,23 +40,5 @@ final class ServerAPISession: Sendable {
         client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
     }
 
-    convenience init(_ arguments: Arguments, clientId: String, maxPages: Int = 50) throws {
-        try self.init(kafka: try Environment.kafka(arguments, clientId: clientId),
-                      keyId: Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID"), maxPages: maxPages)
-    }
-
-    func close() { exchange.close() }
-}
-
-/// Prints a report as one JSON document (`--json`) or its text lines.
-func printReport<Report: Encodable>(_ report: Report, key: String, json: Bool, text: () -> String) {
-    let output: String
-    if json {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        output = (try? encoder.encode([key: report])).map { String(decoding: $0, as: UTF8.self) + "\n" } ?? ""
-    } else {
-        output = text() + "\n"
-    }
-    FileHandle.standardOutput.write(Data(output.utf8))
+    public func close() { exchange.close() }
 }

@@ -1,0 +1,24 @@
+import Foundation
+import Runtime
+import Stages
+
+extension ServerAPISession {
+    /// From the command line: Kafka as every command reads it, the key id from --key-id or STORELEDGER_API_KEY_ID.
+    convenience init(_ arguments: Arguments, clientId: String, maxPages: Int = 50) throws {
+        try self.init(kafka: try Environment.kafka(arguments, clientId: clientId),
+                      keyId: Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID"), maxPages: maxPages)
+    }
+}
+
+/// Prints a report as one JSON document (`--json`) or its text lines.
+func printReport<Report: Encodable>(_ report: Report, key: String, json: Bool, text: () -> String) {
+    let output: String
+    if json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        output = (try? encoder.encode([key: report])).map { String(decoding: $0, as: UTF8.self) + "\n" } ?? ""
+    } else {
+        output = text() + "\n"
+    }
+    FileHandle.standardOutput.write(Data(output.utf8))
+}
