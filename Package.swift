@@ -89,8 +89,9 @@ let package = Package(
 
 // Fuzz targets (scripts/fuzz.sh builds them with -sanitize=fuzzer,address and -DSTORELEDGER_FUZZING;
 // a plain build makes replay tools that run saved inputs through the same entry point). Each is its
-// `fuzzOne`; FuzzDriver is the `main` they share (libFuzzer's driver, or the replay of saved inputs).
-package.targets.append(.target(name: "FuzzDriver", path: "Sources/Fuzz/FuzzDriver", swiftSettings: strict))
+// `fuzzOne`; FuzzDriver is the `main` they share (libFuzzer's driver, or the replay of saved inputs)
+// and the decoders' fuzzing configuration.
+package.targets.append(.target(name: "FuzzDriver", dependencies: ["AppleDecoding"], path: "Sources/Fuzz/FuzzDriver", swiftSettings: strict))
 package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification", "FuzzPipeline"].map { name in
     .executableTarget(name: name, dependencies: ["FuzzDriver", "AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
                       swiftSettings: strict)

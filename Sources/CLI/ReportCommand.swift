@@ -26,22 +26,21 @@ struct ReportCommand: CLICommand {
         let reads = FinanceReads(try PGConnection(url: url))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
+        /// CSV under its header line, or one JSON object a line.
+        func write<Row: Encodable>(_ rows: [Row], csvHeader: String, csvLine: (Row) -> String) throws {
+            if format == "csv" {
+                print(csvHeader)
+                rows.forEach { print(csvLine($0)) }
+            } else {
+                for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
+            }
+        }
         if report == "reconcile" {
-            let rows = try FinanceReport.reconcile(reads, from: from, to: to, environment: arguments.value("environment"))
-            if format == "csv" {
-                print(ReconcileRow.csvHeader)
-                rows.forEach { print($0.csvLine) }
-            } else {
-                for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
-            }
+            try write(try FinanceReport.reconcile(reads, from: from, to: to, environment: arguments.value("environment")),
+                      csvHeader: ReconcileRow.csvHeader, csvLine: \.csvLine)
         } else {
-            let rows = try FinanceReport.metrics(reads, from: from, to: to, environment: arguments.value("environment"))
-            if format == "csv" {
-                print(MetricsRow.csvHeader)
-                rows.forEach { print($0.csvLine) }
-            } else {
-                for row in rows { print(String(decoding: try encoder.encode(row), as: UTF8.self)) }
-            }
+            try write(try FinanceReport.metrics(reads, from: from, to: to, environment: arguments.value("environment")),
+                      csvHeader: MetricsRow.csvHeader, csvLine: \.csvLine)
         }
         return 0
     }

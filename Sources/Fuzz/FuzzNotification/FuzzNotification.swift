@@ -13,13 +13,7 @@ func fuzzOne(_ bytes: [UInt8]) {
 
 enum FuzzSetup {
     static let decoder: AppleInputDecoder = {
-        var config = AppleDecodingConfiguration()
-        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_FIXTURES"] ?? "../shared/fixtures"
-        config.appleRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/apple-lib/certs/testCA.der")).map { [$0] } ?? []
-        config.receiptRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/certs/apple-real/AppleIncRootCertificate.cer")).map { [$0] } ?? []
-        config.bundleId = "com.example"
-        config.environments = [.sandbox]
-        config.strictX509 = false
+        var config = FuzzDriver.decodingConfiguration()
         config.v1SharedSecrets = ["dummy_shared_secret"]
         return try! config.makeDecoder()
     }()

@@ -145,16 +145,9 @@ enum FuzzSetup {
     }()
 
     /// V1 without a shared secret (so every body reaches the domain), V2 against Apple's test CA and
-    /// local receipts against Apple's root, as FuzzNotification configures them.
+    /// local receipts against Apple's root (`FuzzDriver.decodingConfiguration`, as FuzzNotification).
     static let decoder: AppleInputDecoder = {
-        var config = AppleDecodingConfiguration()
-        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_FIXTURES"] ?? "../shared/fixtures"
-        config.appleRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/apple-lib/certs/testCA.der")).map { [$0] } ?? []
-        config.receiptRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/certs/apple-real/AppleIncRootCertificate.cer")).map { [$0] } ?? []
-        config.bundleId = "com.example"
-        config.environments = [.sandbox]
-        config.strictX509 = false
-        return try! config.makeDecoder()
+        try! FuzzDriver.decodingConfiguration().makeDecoder()
     }()
 
     /// Every product kind, levels for switches, and the fixtures' product ids.
