@@ -97,7 +97,7 @@ public enum DecodeBench {
         for input in inputs.prefix(20) { try body(input) }
         let clock = ContinuousClock()
         let deadline = clock.now + .milliseconds(Int64(seconds * 1000))
-        let cpuStart = threadCPUSeconds()
+        let cpuStart = CPUTime.threadSeconds()
         var count = 0
         while clock.now < deadline {
             for _ in 0..<50 {
@@ -105,13 +105,7 @@ public enum DecodeBench {
                 count += 1
             }
         }
-        return Double(count) / max(threadCPUSeconds() - cpuStart, 1e-9)
-    }
-
-    static func threadCPUSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        return Double(count) / max(CPUTime.threadSeconds() - cpuStart, 1e-9)
     }
 
     // MARK: - References measured in the same run

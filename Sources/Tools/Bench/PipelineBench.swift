@@ -228,30 +228,28 @@ struct CPUTime {
     var postgres: Double
 
     static func now(postgres server: EmbeddedPostgres?) -> CPUTime {
+        CPUTime(process: processSeconds(), postgres: server.map { postgresSeconds(directory: $0.directory) } ?? 0)
+    }
+
+    /// User + system CPU time of this process so far.
+    static func processSeconds() -> Double {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
-        let own = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-        return CPUTime(process: own, postgres: server.map { postgresSeconds(directory: $0.directory) } ?? 0)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// CPU seconds of the calling thread.
+    static func threadSeconds() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
     static func - (a: CPUTime, b: CPUTime) -> CPUTime { CPUTime(process: a.process - b.process, postgres: a.postgres - b.postgres) }
 
     /// utime + stime of the postmaster and its children, from /proc.
     static func postgresSeconds(directory: String) -> Double {
-        guard let pidText = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
-              let postmaster = pidText.split(separator: "\n").first.flatMap({ Int($0) }) else { return 0 }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var total = 0.0
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = Int(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
-            // Fields after the command name: state ppid ... utime(14) stime(15), 1-based over the whole line.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 13, let ppid = Int(fields[1]), pid == postmaster || ppid == postmaster,
-                  let utime = Double(fields[11]), let stime = Double(fields[12]) else { continue }
-            total += (utime + stime) / ticks
-        }
-        return total
+        ProcessTable.postgresPids(directory: directory).compactMap { ProcessTable.stat($0)?.cpu }.reduce(0, +)
     }
 }
 
@@ -266,13 +264,6 @@ final class StageTimings: Sendable {
             let old = $0[stage] ?? (0, 0, 0, 0)
             $0[stage] = (old.batches + 1, old.records + records, old.nanoseconds + ns, old.cpu + cpu)
         }
-    }
-
-    /// CPU seconds of the calling thread.
-    static func threadCPU() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
     func figures() -> [(String, Double)] {
@@ -297,8 +288,8 @@ struct TimedStage: StageLogic {
 
     func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         let started = ContinuousClock.now
-        let cpu = StageTimings.threadCPU()
-        defer { timings.add(inner.name, records: records.count, ContinuousClock.now - started, cpu: StageTimings.threadCPU() - cpu) }
+        let cpu = CPUTime.threadSeconds()
+        defer { timings.add(inner.name, records: records.count, ContinuousClock.now - started, cpu: CPUTime.threadSeconds() - cpu) }
         return try inner.process(records, database: database)
     }
 }

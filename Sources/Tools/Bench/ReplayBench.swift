@@ -69,11 +69,11 @@ public enum ReplayBench {
         for (label, dry) in [("replay", false), ("dry run", true)] {
             // When each phase ended (its last progress report), for the breakdown.
             var phases: [String: Double] = [:]
-            let cpuBefore = cpuSeconds()
+            let cpuBefore = CPUTime.processSeconds()
             let report = try engine.run(ReplayRequest(stage: .membership, from: .earliest, dryRun: dry)) { progress in
                 phases[progress.phase] = progress.elapsedSeconds
             }
-            phases["cpu"] = cpuSeconds() - cpuBefore
+            phases["cpu"] = CPUTime.processSeconds() - cpuBefore
             results.append((label, report, phases))
         }
         let ledgerAfter = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
@@ -91,13 +91,6 @@ public enum ReplayBench {
         text += "  ledger entries before/after: \(ledger)/\(ledgerAfter)\n"
         FileHandle.standardOutput.write(Data(text.utf8))
         return ledgerAfter == ledger ? 0 : 1
-    }
-
-    /// User + system CPU time of this process so far.
-    private static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// One subscription's commands: a user link, SUBSCRIBED, three renewals, a refund of the last period.

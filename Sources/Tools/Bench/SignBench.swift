@@ -56,16 +56,16 @@ public enum SignBench {
     /// The signer's own path (registry included), single thread, per CPU-second of that thread.
     static func inProcessSignsPerCPUSecond(key: P256PrivateKey, seconds: Double) throws -> Double {
         let signer = OfferSigner(keys: try SigningKeyRing(keys: ["BENCHKEY01": key]))
-        let start = threadCPUSeconds()
+        let start = CPUTime.threadSeconds()
         var count = 0
-        while threadCPUSeconds() - start < seconds {
+        while CPUTime.threadSeconds() - start < seconds {
             for _ in 0..<100 {
                 _ = try signer.signLegacy(bundleId: "com.example.app", productId: "com.example.vip.1m", offerId: "winback_50",
                                           applicationUsername: "9f1c2d3e-user-token")
             }
             count += 100
         }
-        return Double(count) / (threadCPUSeconds() - start)
+        return Double(count) / (CPUTime.threadSeconds() - start)
     }
 
     /// The ECDSA call alone (EVP_DigestSign over the payload), to show where the time goes.
@@ -73,19 +73,13 @@ public enum SignBench {
         let payload = Array(PromotionalOfferPayload(bundleId: "com.example.app", keyIdentifier: "BENCHKEY01", productIdentifier: "com.example.vip.1m",
                                                     offerIdentifier: "winback_50", applicationUsername: "9f1c2d3e-user-token",
                                                     nonce: UUID().uuidString, timestampMs: currentTimeMs()).bytes)
-        let start = threadCPUSeconds()
+        let start = CPUTime.threadSeconds()
         var count = 0
-        while threadCPUSeconds() - start < seconds {
+        while CPUTime.threadSeconds() - start < seconds {
             for _ in 0..<100 { _ = try key.sign(payload) }
             count += 100
         }
-        return Double(count) / (threadCPUSeconds() - start)
-    }
-
-    static func threadCPUSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        return Double(count) / (CPUTime.threadSeconds() - start)
     }
 
     /// `openssl speed -mr` prints `+F4:<n>:256:<sign/s>:<verify/s>`.
