@@ -11,20 +11,7 @@ final class PopulationTests: XCTestCase {
     static let pki = Result { try SimulatorPKI.generate() }
 
     func play(_ users: Range<Int>, seed: UInt64 = 7) throws -> (StoreState, [Delivery]) {
-        let config = StoreConfig(bundleId: SimulatorCatalog.bundleId, appAppleId: SimulatorSetup.appAppleId,
-                                 sharedSecret: SimulatorSetup.sharedSecret, catalog: SimulatorCatalog.standard, runId: 3)
-        let emitter = WireEmitter(pki: try Self.pki.get(), config: config)
-        var population = PopulationConfig()
-        population.seed = seed
-        var store = StoreState(config: config)
-        var deliveries: [Delivery] = []
-        for index in users {
-            var player = JourneyPlayer(config: population, emitter: emitter, userIndex: index)
-            let (truth, sent) = try player.play()
-            store.absorb(truth)
-            deliveries += sent
-        }
-        return (store, deliveries)
+        try playPopulation(users, seed: seed, runId: 3, pki: try Self.pki.get())
     }
 
     func testSameSeedSameWorld() throws {

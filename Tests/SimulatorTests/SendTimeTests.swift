@@ -24,20 +24,7 @@ final class SendTimeTests: XCTestCase {
     }
 
     func play(_ users: Range<Int>, seed: UInt64) throws -> (StoreState, [Delivery]) {
-        let config = StoreConfig(bundleId: SimulatorCatalog.bundleId, appAppleId: SimulatorSetup.appAppleId,
-                                 sharedSecret: SimulatorSetup.sharedSecret, catalog: SimulatorCatalog.standard, runId: 5)
-        let emitter = WireEmitter(pki: try Self.pki.get(), config: config)
-        var population = PopulationConfig()
-        population.seed = seed
-        var store = StoreState(config: config)
-        var deliveries: [Delivery] = []
-        for index in users {
-            var player = JourneyPlayer(config: population, emitter: emitter, userIndex: index)
-            let (truth, sent) = try player.play()
-            store.absorb(truth)
-            deliveries += sent
-        }
-        return (store, deliveries)
+        try playPopulation(users, seed: seed, runId: 5, pki: try Self.pki.get())
     }
 
     /// Whether the truth says `t` stood cancelled at `atMs` (a reversed refund stood cancelled
