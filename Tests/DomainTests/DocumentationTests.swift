@@ -10,7 +10,9 @@ final class DocumentationTests: XCTestCase {
     private func documents() throws -> [(name: String, text: String)] {
         let docs = root.appendingPathComponent("docs")
         let names = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }.sorted()
-        var out = [(name: "README.md", text: try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8))]
+        var out = try ["README.md", "BENCHMARKS.md"].map { name in
+            (name: name, text: try String(contentsOf: root.appendingPathComponent(name), encoding: .utf8))
+        }
         for name in names {
             out.append((name: "docs/" + name, text: try String(contentsOf: docs.appendingPathComponent(name), encoding: .utf8)))
         }
