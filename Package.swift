@@ -50,9 +50,11 @@ let package = Package(
                 path: "Sources/Workers/Signer", swiftSettings: strict),
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
+        // One boot sequence for dev, the simulator, the benches and the integration tests (child processes, /readyz).
+        .target(name: "LocalStack", dependencies: ["Runtime", "Postgres"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
         .executableTarget(name: "CLI",
                           dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
+                                         "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI", "LocalStack"],
                           path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -75,7 +77,7 @@ let package = Package(
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer", "LocalStack"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -56,11 +56,10 @@ enum E2EBench {
         defer { trivial.stop() }
         let trivialURL = "http://127.0.0.1:\(trivial.boundPort)"
 
-        let dev = try DevProcess.start(environment: setup.environment, partitions: 12)
+        let dev = try DevStack.start(.simulator(environment: setup.environment, partitions: 12))
         defer { dev.stop() }
-        guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
-        let db = try PGConnection(url: databaseURL)
-        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.values["POSTGRES_DIR"])
+        let db = try PGConnection(url: dev.databaseURL)
+        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.stack.postgres?.directory)
         // The bench's own queries (progress and commit times) are not the pipeline's work.
         if let backend = try db.query("SELECT pg_backend_pid() AS pid").first?.int("pid") { processes.excluded.insert(Int32(backend)) }
         print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")

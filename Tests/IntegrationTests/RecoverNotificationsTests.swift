@@ -4,6 +4,7 @@ import Crypto
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Signer
@@ -21,9 +22,9 @@ import XCTest
 /// once it routes `kind: api-token` requests to it.
 final class RecoverNotificationsTests: XCTestCase {
     func testOnlyFailuresFeedsExactlyTheLostNotificationsOnceWithProvenance() throws {
-        let supervisor = Supervisor(executable: try Cluster.binary())
-        defer { supervisor.stopAll() }
-        let bootstrap = try Self.startBroker(supervisor)
+        let broker = try Self.startBroker()
+        defer { broker.stop() }
+        let bootstrap = broker.bootstrap
 
         // The simulated App Store: 30 V2 notifications in production and 4 in the sandbox; every
         // 10th production one and every other sandbox one is lost for good.
@@ -125,20 +126,12 @@ final class RecoverNotificationsTests: XCTestCase {
 
     // MARK: - Processes and topics
 
-    static func startBroker(_ supervisor: Supervisor) throws -> String {
-        let address = Mutex<String?>(nil)
-        let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "2"],
-                                   environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
-            if line.hasPrefix("BOOTSTRAP=") {
-                address.withLock { $0 = String(line.dropFirst(10)) }
-                ready.signal()
-            }
-        }
-        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0 }) else {
-            throw ClusterError("broker did not start")
-        }
-        return servers
+    /// The broker alone (no database, no workers), booted as every stack is.
+    static func startBroker() throws -> LocalStack {
+        var plan = try Cluster.plan(partitions: 2)
+        plan.brokerControl = false
+        plan.database = .none
+        return try LocalStack.start(plan)
     }
 
     /// Runs the binary to completion (at most 180 s) and returns its standard output.
