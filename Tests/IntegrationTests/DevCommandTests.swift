@@ -162,7 +162,7 @@ final class DevRun: @unchecked Sendable {
 
     /// dev's child processes of the storeledger binary, by pid, with their arguments ("worker decode --admin-port 4711").
     func children() -> [Int32: String] {
-        let binary = (try? Cluster.binary()) ?? ""
+        let binary = URL(fileURLWithPath: (try? Cluster.binary()) ?? "").resolvingSymlinksInPath().path
         var found: [Int32: String] = [:]
         for pid in ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init) {
             // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after the last ')'.
@@ -170,8 +170,8 @@ final class DevRun: @unchecked Sendable {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             guard fields.count > 1, Int32(fields[1]) == process.processIdentifier,
                   let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
+            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == binary else { continue }
             let words = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            guard words.first == binary else { continue }
             found[pid] = words.dropFirst().joined(separator: " ")
         }
         return found
