@@ -225,7 +225,7 @@ public final class LocalStack: Sendable {
             if ContinuousClock.now >= deadline { break }
             if let cancel { _ = cancel.wait(timeout: .milliseconds(100)) } else { Thread.sleep(forTimeInterval: 0.1) }
         }
-        let first = pending[0]
+        guard let first = pending.first else { return }
         let answer = lastStatus[first.role].map { "/readyz answered \($0)" } ?? "nothing answered on port \(first.port)"
         let others = pending.dropFirst().map(\.role)
         let restarts = supervisor.restarts(of: first.role)
