@@ -71,7 +71,8 @@ struct SimulateCommand: CLICommand {
         if arguments.has("dev") {
             var environment = setup.environment
             if let verifyReceipt { environment.merge(SimulatorSetup.verifyReceiptEnvironment(verifyReceipt.url)) { $1 } }
-            print("starting storeledger dev for the simulator (broker, PostgreSQL, ingest, four workers)...")
+            print("starting storeledger dev for the simulator (broker, PostgreSQL, ingest, the signer and the workers)...")
+            fflush(nil)
             let started = try DevStack.start(.simulator(environment: environment, partitions: try arguments.int("partitions", default: 12)))
             dev = started
             ingestURL = started.ingestURL

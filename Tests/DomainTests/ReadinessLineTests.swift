@@ -3,7 +3,7 @@ import XCTest
 
 /// Readiness is observed through `/readyz` (LocalStack's boot sequence), never by reading a child's
 /// standard output: no Swift file under Sources/ or Tests/ matches a readiness line that a process
-/// printed (`BOOTSTRAP=`, `CONTROL=`, `INGEST=`, `READY`, `STAGE_READY`) in what it read.
+/// printed (`BOOTSTRAP=`, `CONTROL=`, `INGEST=`, `SIGNER=`, `READY`, `STAGE_READY`) in what it read.
 final class ReadinessLineTests: XCTestCase {
     private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
@@ -11,7 +11,7 @@ final class ReadinessLineTests: XCTestCase {
     /// A read line compared with a readiness token: `hasPrefix("BOOTSTRAP=")`, `== "READY"`,
     /// `contains("READY")`, `value(after: "INGEST=")`, `dropFirst("BOOTSTRAP=".count)`.
     static let pattern = try! NSRegularExpression(pattern:
-        #"(hasPrefix|contains|value\(after:|==|dropFirst)\s*\(?\s*"(BOOTSTRAP=|CONTROL=|INGEST=|READY|STAGE_READY)"#)
+        #"(hasPrefix|contains|value\(after:|==|dropFirst)\s*\(?\s*"(BOOTSTRAP=|CONTROL=|INGEST=|SIGNER=|READY|STAGE_READY)"#)
 
     func testNoSourceParsesAReadinessLineFromStandardOutput() throws {
         var scanned = 0
