@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
         // One boot sequence for dev, the simulator, the benches and the integration tests (child processes, /readyz).
-        .target(name: "LocalStack", dependencies: ["Runtime", "Postgres"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
+        .target(name: "LocalStack", dependencies: ["Runtime", "Postgres", "Kafka", "Domain"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
         .executableTarget(name: "CLI",
                           dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
                                          "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI", "LocalStack"],

@@ -186,6 +186,17 @@ final class DevStack: Sendable {
     }
 }
 
+extension StackPlan {
+    /// The benches' stack: the broker in this process (CPU figures count it, as they count the stages
+    /// run in process), a private PostgreSQL, migrated; no children.
+    static func benchmark(partitions: Int) throws -> StackPlan {
+        var plan = StackPlan(executable: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        plan.broker = .inProcess
+        plan.partitions = partitions
+        return plan
+    }
+}
+
 /// An ephemeral App Store Connect-style key for the dev signer, so offer signatures work out of
 /// the box; it lives in a private 0700 directory removed on exit and is useless outside dev.
 enum DevSigningKey {

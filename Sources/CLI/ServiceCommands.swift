@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import Ingest
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Stages
@@ -44,7 +45,7 @@ struct BrokerCommand: CLICommand {
             logger.info("admin_listening", ["port": .of(server.port)])
             return server
         }
-        try Self.confirmTopics(bootstrap: broker.bootstrapServers, partitions: Int32(partitions), stop: stop)
+        try BrokerReadiness.confirmTopics(bootstrap: broker.bootstrapServers, partitions: Int32(partitions), stop: stop)
         verified.store(true, ordering: .releasing)
         let records = admin.map { _ in RecordCounts(bootstrap: broker.bootstrapServers, partitions: Int32(partitions)) }
         records?.start()
@@ -59,24 +60,6 @@ struct BrokerCommand: CLICommand {
         broker.close()
         logger.info("broker_stopped")
         return 0
-    }
-
-    /// Connects as a client through the bootstrap address and reads every topic's high watermarks
-    /// (metadata and a ListOffsets per partition), retrying for up to 30 s: the broker accepts
-    /// connections and its topics exist.
-    static func confirmTopics(bootstrap: String, partitions: Int32, stop: StopSignal) throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while true {
-            do {
-                let marks = try TopicWatermarks(config: KafkaConfig(bootstrapServers: bootstrap, clientId: "storeledger-broker-ready"))
-                for topic in Topic.all { _ = try marks.high(topic: topic, partitions: partitions) }
-                return
-            } catch {
-                // The last failure is the reason the broker exits (non-zero) instead of serving.
-                if ContinuousClock.now >= deadline || stop.isStopped { throw error }
-                _ = stop.wait(timeout: .milliseconds(200))
-            }
-        }
     }
 
     /// The fault-injection channel (`BrokerFault`): loopback only, one thread, no bodies.

@@ -1,10 +1,12 @@
+import Domain
 import Foundation
+import Kafka
 import Postgres
 import Runtime
 import Synchronization
 
 /// One boot sequence for everything that runs StoreLedger on one machine (`storeledger dev`, the
-/// simulator's `--dev`, the benches, the integration tests): the embedded broker (a child), the
+/// simulator's `--dev`, the benches, the integration tests): the embedded broker (a child, or in process), the
 /// embedded PostgreSQL (in process), the migrations (a one-shot child), then ingest and the workers
 /// (children). Each step starts only when the one before is ready, observed through the child's
 /// `/readyz` on a port the caller chose (or 0: a free loopback port this sequence picks and
@@ -21,13 +23,16 @@ public final class LocalStack: Sendable {
     public let postgres: EmbeddedPostgres?
     /// The streaming standby (`.embedded(standby: true)`); `databaseURL` then names both servers.
     public let standby: EmbeddedPostgres?
+    /// The broker with `StackPlan.Broker.inProcess`.
+    public let embeddedBroker: EmbeddedBroker?
     private let plan: StackPlan
     /// Each role's readiness port (the broker's and the workers' admin ports, ingest's own port).
     private let ports = Mutex<[String: Int]>([:])
     private let stopped = Atomic<Bool>(false)
 
     private init(plan: StackPlan, supervisor: Supervisor, bootstrap: String, controlURL: String?, databaseURL: String?,
-                 postgres: EmbeddedPostgres?, standby: EmbeddedPostgres?) {
+                 postgres: EmbeddedPostgres?, standby: EmbeddedPostgres?, embeddedBroker: EmbeddedBroker?) {
+        self.embeddedBroker = embeddedBroker
         self.plan = plan
         self.supervisor = supervisor
         self.bootstrap = bootstrap
@@ -47,21 +52,37 @@ public final class LocalStack: Sendable {
         let supervisor = Supervisor(executable: plan.executable, onCriticalExit: onCriticalExit)
         var postgres: EmbeddedPostgres?
         var standby: EmbeddedPostgres?
+        var embedded: EmbeddedBroker?
         do {
-            // 1. The broker: everything else needs it. Its /readyz means its topics exist and a client got their metadata.
-            let brokerPort = try plan.brokerPort == 0 ? FreePort.loopback() : plan.brokerPort
-            let adminPort = try plan.brokerAdminPort == 0 ? FreePort.loopback() : plan.brokerAdminPort
-            var arguments = ["broker", "--partitions", String(plan.partitions), "--port", String(brokerPort), "--admin-port", String(adminPort)]
+            // 1. The broker: everything else needs it. Ready means its topics exist and a client got their metadata.
             var controlURL: String?
-            if plan.brokerControl {
-                let port = try FreePort.loopback()
-                arguments += ["--control-port", String(port)]
-                controlURL = "http://127.0.0.1:\(port)"
+            var bootstrap: String
+            var brokerAdminPort: Int?
+            switch plan.broker {
+            case .given(let servers):
+                bootstrap = servers
+            case .inProcess:
+                let broker = try EmbeddedBroker(port: plan.brokerPort == 0 ? nil : plan.brokerPort)
+                embedded = broker
+                for topic in Topic.all { try broker.createTopic(topic, partitions: Int32(plan.partitions)) }
+                try BrokerReadiness.confirmTopics(bootstrap: broker.bootstrapServers, partitions: Int32(plan.partitions), stop: cancel ?? StopSignal())
+                bootstrap = broker.bootstrapServers
+            case .child:
+                let brokerPort = try plan.brokerPort == 0 ? FreePort.loopback() : plan.brokerPort
+                let adminPort = try plan.brokerAdminPort == 0 ? FreePort.loopback() : plan.brokerAdminPort
+                var arguments = ["broker", "--partitions", String(plan.partitions), "--port", String(brokerPort), "--admin-port", String(adminPort)]
+                if plan.brokerControl {
+                    let port = try FreePort.loopback()
+                    arguments += ["--control-port", String(port)]
+                    controlURL = "http://127.0.0.1:\(port)"
+                }
+                try supervisor.start(.init(role: StackPlan.brokerRole, arguments: arguments,
+                                           environment: plan.environment.merging(plan.brokerEnvironment) { $1 },
+                                           onExit: plan.brokerExit, stderr: plan.stderr))
+                try waitUntilReady([(StackPlan.brokerRole, adminPort)], supervisor: supervisor, timeout: plan.readinessTimeout, cancel: cancel)
+                bootstrap = "127.0.0.1:\(brokerPort)"
+                brokerAdminPort = adminPort
             }
-            try supervisor.start(.init(role: StackPlan.brokerRole, arguments: arguments,
-                                       environment: plan.environment.merging(plan.brokerEnvironment) { $1 },
-                                       onExit: plan.brokerExit, stderr: plan.stderr))
-            try waitUntilReady([(StackPlan.brokerRole, adminPort)], supervisor: supervisor, timeout: plan.readinessTimeout, cancel: cancel)
 
             // 2. PostgreSQL (in process: EmbeddedPostgres.start returns once it accepts connections), 3. the migrations.
             var databaseURL: String?
@@ -80,9 +101,9 @@ public final class LocalStack: Sendable {
             }
             if let databaseURL { try migrate(plan, databaseURL: databaseURL) }
 
-            let stack = LocalStack(plan: plan, supervisor: supervisor, bootstrap: "127.0.0.1:\(brokerPort)", controlURL: controlURL,
-                                   databaseURL: databaseURL, postgres: postgres, standby: standby)
-            stack.ports.withLock { $0[StackPlan.brokerRole] = adminPort }
+            let stack = LocalStack(plan: plan, supervisor: supervisor, bootstrap: bootstrap, controlURL: controlURL,
+                                   databaseURL: databaseURL, postgres: postgres, standby: standby, embeddedBroker: embedded)
+            if let brokerAdminPort { stack.ports.withLock { $0[StackPlan.brokerRole] = brokerAdminPort } }
             // 4. Ingest and the workers, all at once (each joins its group in parallel), then every one ready.
             do {
                 var started: [(String, Int)] = []
@@ -99,6 +120,7 @@ public final class LocalStack: Sendable {
             supervisor.stopAll()
             standby?.stop()
             postgres?.stop()
+            embedded?.close()
             throw error
         }
     }
@@ -152,6 +174,7 @@ public final class LocalStack: Sendable {
         standby?.stop()
         postgres?.stop()
         supervisor.stopAll(grace: grace)
+        embeddedBroker?.close()
     }
 
     private func launch(_ child: StackChild) throws -> Int? {

@@ -7,6 +7,15 @@ public struct StackPlan: Sendable {
     public static let ingestRole = "ingest"
     static let tailLines = 20
 
+    public enum Broker: Sendable {
+        /// `storeledger broker`, supervised; ready by its admin `/readyz`.
+        case child
+        /// An `EmbeddedBroker` in this process (benches whose CPU figures include the broker's).
+        case inProcess
+        /// A broker the caller runs (its topics exist).
+        case given(String)
+    }
+
     public enum Database: Sendable {
         /// A private PostgreSQL (and optionally a synchronous streaming standby), removed on stop.
         case embedded(standby: Bool)
@@ -18,11 +27,12 @@ public struct StackPlan: Sendable {
 
     /// The `storeledger` executable every child runs.
     public var executable: String
+    public var broker: Broker = .child
     public var partitions = 12
     /// The broker's Kafka port and its admin port (0: a free loopback port, reported by the stack).
     public var brokerPort = 0
     public var brokerAdminPort = 0
-    /// Open the broker's fault channel on a free port (`LocalStack.controlURL`).
+    /// Open the broker's fault channel on a free port (`LocalStack.controlURL`; `.child` only).
     public var brokerControl = false
     public var brokerEnvironment: [String: String] = [:]
     /// The in-memory broker cannot be rebuilt: by default its exit stops the whole set.
