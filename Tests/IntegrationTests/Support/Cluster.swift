@@ -139,15 +139,6 @@ final class Cluster: @unchecked Sendable {
         if let pid = supervisor.pid(of: role) { Foundation.kill(pid, signal) }
     }
 
-    func runOnce(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = arguments
-        try process.run()
-        while process.isRunning { usleep(20_000) }
-        guard process.terminationStatus == 0 else { throw ClusterError("storeledger \(arguments.joined(separator: " ")) exited \(process.terminationStatus)") }
-    }
-
     func database() throws -> PGConnection { try PGConnection(url: databaseURL) }
 
     /// Fast shutdown of PostgreSQL (every connection is terminated), `downFor` seconds away, then
