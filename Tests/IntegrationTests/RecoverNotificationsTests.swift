@@ -95,7 +95,7 @@ final class RecoverNotificationsTests: XCTestCase {
         XCTAssertTrue(reports.allSatisfy { $0.error == nil }, output)
         XCTAssertGreaterThanOrEqual(responder.answered, 1, "tokens came from the signer")
 
-        let records = try Self.readTopic(Topic.notificationsRaw, bootstrap: bootstrap, atLeast: lost.count)
+        let records = try Cluster.readTopics([Topic.notificationsRaw], bootstrap: bootstrap, atLeast: lost.count, timeout: 30)
         XCTAssertEqual(records.count, lost.count, "each lost notification exactly once, nothing else")
         let fed = try records.map { record -> String in
             let body = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(record.value)) as? [String: Any])
@@ -121,7 +121,7 @@ final class RecoverNotificationsTests: XCTestCase {
                                    "--only-failures", "--json", "--database-url", postgres.url], environment: environment)
         let again = try JSONDecoder().decode(Reports.self, from: Data(second.utf8)).recovery
         XCTAssertEqual(again.map(\.fed).reduce(0, +), lost.count - 2, second)
-        XCTAssertEqual(try Self.readTopic(Topic.notificationsRaw, bootstrap: bootstrap, atLeast: 2 * lost.count - 2).count, 2 * lost.count - 2)
+        XCTAssertEqual(try Cluster.readTopics([Topic.notificationsRaw], bootstrap: bootstrap, atLeast: 2 * lost.count - 2, timeout: 30).count, 2 * lost.count - 2)
     }
 
     // MARK: - Processes and topics
@@ -158,33 +158,6 @@ final class RecoverNotificationsTests: XCTestCase {
         }
         return text
     }
-
-    static func kafka(_ bootstrap: String) -> KafkaConfig {
-        var config = KafkaConfig(bootstrapServers: bootstrap, clientId: "recover-test")
-        config.sessionTimeout = .seconds(3)
-        config.heartbeatInterval = .milliseconds(500)
-        config.fetchMaxWait = .milliseconds(10)
-        return config
-    }
-
-    /// The whole topic from the beginning; ends after a quiet second once `atLeast` records are in.
-    static func readTopic(_ topic: String, bootstrap: String, atLeast minimum: Int, timeout: TimeInterval = 30) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(bootstrap), groupId: "test-\(UUID().uuidString)", topics: [topic])
-        defer { consumer.close() }
-        var records: [KafkaRecord] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        var idleSince = Date()
-        while Date() < deadline {
-            let batch = try consumer.poll(maxRecords: 1000, timeout: .milliseconds(250))
-            if batch.isEmpty {
-                if records.count >= minimum, Date().timeIntervalSince(idleSince) > 1 { break }
-            } else {
-                records += batch
-                idleSince = Date()
-            }
-        }
-        return records
-    }
 }
 
 /// Answers `kind: api-token` requests on the sign topics with `APITokenIssuer.answer`.
@@ -194,9 +167,9 @@ final class TokenResponder: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(bootstrap: String, issuer: APITokenIssuer) throws {
-        let consumer = try KafkaConsumer(config: RecoverNotificationsTests.kafka(bootstrap), groupId: "test-signer-\(UUID().uuidString)",
+        let consumer = try KafkaConsumer(config: Cluster.kafka(bootstrap: bootstrap), groupId: "test-signer-\(UUID().uuidString)",
                                          topics: [Topic.signRequests])
-        let producer = try KafkaProducer(config: RecoverNotificationsTests.kafka(bootstrap))
+        let producer = try KafkaProducer(config: Cluster.kafka(bootstrap: bootstrap))
         let thread = Thread { [self] in
             defer {
                 consumer.close()

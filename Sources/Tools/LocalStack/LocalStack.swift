@@ -56,7 +56,7 @@ public final class LocalStack: Sendable {
         do {
             // 1. The broker: everything else needs it. Ready means its topics exist and a client got their metadata.
             var controlURL: String?
-            var bootstrap: String
+            let bootstrap: String
             var brokerAdminPort: Int?
             switch plan.broker {
             case .given(let servers):

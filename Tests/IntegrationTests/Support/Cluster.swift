@@ -169,7 +169,10 @@ final class Cluster: @unchecked Sendable {
         return response
     }
 
-    func kafka(clientId: String = "integration-test") -> KafkaConfig {
+    func kafka(clientId: String = "integration-test") -> KafkaConfig { Cluster.kafka(bootstrap: bootstrap, clientId: clientId) }
+
+    /// The tests' client settings: short sessions and fetch waits (the embedded broker answers an empty fetch only after the wait).
+    static func kafka(bootstrap: String, clientId: String = "integration-test") -> KafkaConfig {
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
         config.sessionTimeout = .seconds(3)
         config.heartbeatInterval = .milliseconds(500)
@@ -184,7 +187,12 @@ final class Cluster: @unchecked Sendable {
 
     /// Reads whole topics from the beginning with one fresh consumer group.
     func readTopics(_ topics: [String], atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: topics)
+        try Cluster.readTopics(topics, bootstrap: bootstrap, atLeast: minimum, timeout: timeout)
+    }
+
+    /// Reads whole topics of the broker at `bootstrap` from the beginning with one fresh consumer group.
+    static func readTopics(_ topics: [String], bootstrap: String, atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(config: kafka(bootstrap: bootstrap), groupId: "test-\(UUID().uuidString)", topics: topics)
         defer { consumer.close() }
         var records: [KafkaRecord] = []
         let deadline = Date().addingTimeInterval(timeout)
