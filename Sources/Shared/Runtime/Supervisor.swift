@@ -4,7 +4,8 @@ import Synchronization
 /// Runs a set of child processes as one unit: starts them in order, restarts one that dies
 /// unexpectedly (with backoff), and on stop terminates them in reverse order (SIGTERM, then
 /// SIGKILL after a grace period). Children learn our pid through STORELEDGER_PARENT_PID and stop
-/// themselves if we vanish, so nothing is left running even after a hard kill.
+/// themselves if we vanish, so nothing is left running even after a hard kill. Their standard output
+/// is never read; their standard error may be relayed (`StderrRoute`) so a failed start can quote it.
 public final class Supervisor: Sendable {
     public struct Child: Sendable {
         public var role: String
