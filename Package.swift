@@ -50,16 +50,18 @@ let package = Package(
                 path: "Sources/Workers/Signer", swiftSettings: strict),
         .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
+        // One boot sequence for dev, the simulator, the benches and the integration tests (child processes, /readyz).
+        .target(name: "LocalStack", dependencies: ["Runtime", "Postgres", "Kafka", "Domain"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
         // Tools (Sources/Tools): never deployed as a role of their own; the CLI runs them.
         // Bench: `storeledger bench <suite>` (BENCHMARKS.md). Demo: what `storeledger dev --demo` drives.
-        .target(name: "Bench", dependencies: ["Simulator", "Stages", "Signer", "AppleDecoding", "Domain", "Runtime", "Kafka", "Postgres",
+        .target(name: "Bench", dependencies: ["LocalStack", "Simulator", "Stages", "Signer", "AppleDecoding", "Domain", "Runtime", "Kafka", "Postgres",
                                               "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Bench", swiftSettings: strict),
         .target(name: "Demo", dependencies: ["Simulator", "Domain", "Kafka", "Postgres"], path: "Sources/Tools/Demo", swiftSettings: strict),
         // The `storeledger` binary: one thin command per role or tool (flags in, a module's function called).
         .executableTarget(name: "CLI",
                           dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "Bench", "Demo", "AppleDecoding", "Domain",
-                                         "Runtime", "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
+                                         "Runtime", "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI", "LocalStack"],
                           path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -82,7 +84,7 @@ let package = Package(
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer", "LocalStack"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

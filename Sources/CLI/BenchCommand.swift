@@ -14,7 +14,7 @@ struct BenchCommand: CLICommand {
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
-            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": { try E2EBench.run($0) { try DevProcess.start(environment: $0, partitions: $1) } },
+            "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": { try E2EBench.run($0) { try DevStack.start(.simulator(environment: $0, partitions: $1)) } },
             "scale": ScaleBench.run, "replay": ReplayBench.run,
         ]
         if suite == "all" {
@@ -27,5 +27,7 @@ struct BenchCommand: CLICommand {
     }
 }
 
-/// bench e2e drives the same child `storeledger dev` as `simulate --dev`.
-extension DevProcess: DevStack {}
+/// bench e2e drives the same stack as `storeledger dev` and `simulate --dev`.
+extension DevStack: RunningDev {
+    var postgresDirectory: String? { stack.postgres?.directory }
+}

@@ -1,142 +1,73 @@
 import Crypto
 import Demo
 import Foundation
+import HTTPServer
+import LocalStack
 import Postgres
 import Runtime
 import Simulator
 import Synchronization
-import Stages
 
 /// `storeledger dev`: the whole system on one machine with embedded defaults, as one supervised set
 /// of separate processes: broker, (private) PostgreSQL, migrations, ingest, one worker per stage.
+/// Booted by `LocalStack` (each step waits on the previous one's /readyz); what it prints is for people.
 struct DevCommand: CLICommand {
     let name = "dev"
-    let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest and one worker per stage (--workers: more); print the URLs; Ctrl-C stops everything."
-    let usage = "[--port P] [--partitions N] [--database-url URL] [--catalog FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
-    let optionNames: Set<String> = ["port", "partitions", "database-url", "catalog", "workers"]
+    let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest, the signer and one worker per stage (--workers: more); print the URLs; Ctrl-C stops everything. With --admin-port, /readyz answers 200 once every process is ready."
+    let usage = "[--port P] [--admin-port P] [--broker-port P] [--partitions N] [--database-url URL] [--catalog FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
+    let optionNames: Set<String> = ["port", "admin-port", "broker-port", "partitions", "database-url", "catalog", "workers"]
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
-
-    /// Consumer stages, then the membership events relay (a worker role of its own, issue 17).
-    static let stages = ["decode", "dedupe", "classify", "membership", "relay"]
-    /// The stages `--workers` can scale out: consumer-group members sharing the partitions.
-    static let scalable = ["decode", "dedupe", "classify", "membership"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         let logger = Logger(component: "dev")
         let stop = StopSignal()
         stop.installSignalHandlers(logger: logger)
-        let port = try arguments.int("port", default: 8080)
-        let partitions = try arguments.int("partitions", default: 12)
-        let members = try arguments.value("workers").map { try MemberCounts.parse($0, stages: DevCommand.scalable) } ?? MemberCounts()
+        var options = DevStack.Options()
+        options.ingestPort = try arguments.int("port", default: 8080)
+        options.brokerPort = try arguments.int("broker-port", default: 0)
+        options.partitions = try arguments.int("partitions", default: 12)
+        options.members = try arguments.value("workers").map { try MemberCounts.parse($0, stages: DevStack.scalable) } ?? MemberCounts()
+        options.databaseURL = Environment.databaseURL(arguments)
+        options.catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG")
+        let demo = arguments.has("demo") ? try prepareDemo() : nil
+        if let demo { options.environment.merge(demo.environment) { $1 } }
+        for (name, port) in [("port", options.ingestPort), ("broker-port", options.brokerPort)] where !(0...65535).contains(port) {
+            throw UsageError("--\(name) must be 0...65535")
+        }
+
+        // dev's own /readyz: 200 once the stack booted and while every process it started is ready.
+        let stackHolder = Mutex<LocalStack?>(nil)
+        let admin = try arguments.value("admin-port").map { _ in
+            let port = try arguments.int("admin-port", default: 0)
+            guard (0...65535).contains(port) else { throw UsageError("--admin-port must be 0...65535") }
+            let server = AdminServer(port: port) {
+                guard let stack = stackHolder.withLock({ $0 }) else { return ["dev: still booting"] }
+                return stack.notReady().map { "\($0): not ready" }
+            }
+            try server.start()
+            logger.info("admin_listening", ["port": .of(server.port)])
+            return server
+        }
+        // The admin server lives as long as dev does.
+        defer { withExtendedLifetime(admin) {} }
+
         let failed = Mutex<String?>(nil)
         // The embedded broker keeps its data in memory: if it dies, the set cannot go on.
-        let supervisor = Supervisor(executable: try selfExecutable()) { role in
+        let dev = try DevStack.start(options, cancel: stop) { role in
             failed.withLock { $0 = role }
             stop.stop()
         }
-        var embedded: EmbeddedPostgres?
         defer {
-            supervisor.stopAll()
-            embedded?.stop()
+            dev.stop()
             logger.info("dev_stopped")
         }
-
-        // Broker first: everything else needs its address.
-        let bootstrap = Mutex<String?>(nil)
-        let brokerReady = DispatchSemaphore(value: 0)
-        // The broker's /metrics like every other process's (records per topic, faults).
-        let brokerAdminPort = try FreePort.loopback()
-        let brokerArguments = ["broker", "--partitions", String(partitions), "--admin-port", String(brokerAdminPort)]
-        let brokerPid = try supervisor.start(.init(role: "broker", arguments: brokerArguments, onExit: .stopAll)) { line in
-            if line.hasPrefix("BOOTSTRAP=") {
-                bootstrap.withLock { $0 = String(line.dropFirst("BOOTSTRAP=".count)) }
-                brokerReady.signal()
-            }
-        }
-        guard brokerReady.wait(timeout: .now() + 30) == .success, let servers = bootstrap.withLock({ $0 }) else {
-            throw DevError("the broker did not report its address within 30 s")
-        }
-
-        let databaseURL: String
-        if let given = Environment.databaseURL(arguments) {
-            databaseURL = given
-        } else {
-            let server = try EmbeddedPostgres.start()
-            embedded = server
-            databaseURL = server.url
-        }
-        _ = try Migrator.migrate(try PGConnection(url: databaseURL), Schema.migrations)
-
-        // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
-        var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
-                           "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
-        if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
-            environment["STORELEDGER_CATALOG"] = catalog
-        }
-        let demo = arguments.has("demo") ? try prepareDemo() : nil
-        if let demo { environment.merge(demo.environment) { $1 } }
-        let keyDirectory = try DevSigningKey.create()
-        defer { try? FileManager.default.removeItem(atPath: keyDirectory.path) }
-        let credentials = try DevCredentials.create(directory: keyDirectory.path, environment: environment)
-        environment.merge(credentials.environment) { $1 }
-        let ingestPort = port == 0 ? try FreePort.loopback() : port
-        let ingestPid = try supervisor.start(.init(role: "ingest", arguments: ["ingest", "--port", String(ingestPort)],
-                                                   environment: environment))
-        var pids = ["broker": brokerPid, "ingest": ingestPid]
-        var signerEnvironment = environment
-        signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
-        signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
-        signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
-        pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
-        var admin: [String: String] = ["broker": "http://127.0.0.1:\(brokerAdminPort)"]
-        // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
-        let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
-        // --workers: more members of a stage join its consumer group and share its partitions.
-        for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
-            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
-            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
-            // where linger batches the writes of concurrent requests.
-            var stageEnvironment = environment
-            stageEnvironment["STORELEDGER_KAFKA_LINGER_MS"] = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"
-            for member in 1...members.members(of: stage) {
-                let role = MemberCounts.role(stage, member: member)
-                let adminPort = try FreePort.loopback()
-                admin[role] = "http://127.0.0.1:\(adminPort)"
-                pids[role] = try supervisor.start(.init(role: role, arguments: ["worker", stage, "--admin-port", String(adminPort)],
-                                                        environment: stageEnvironment))
-            }
-        }
-        // READY means a notification posted now flows through at once: every stage answers /readyz
-        // (it holds partitions, nothing paused, PostgreSQL and the broker reachable).
-        let notReady = waitUntilReady(admin, timeout: .seconds(60), stop: stop)
-        if !notReady.isEmpty {
-            logger.warning("dev_stages_not_ready", ["not_ready": .string(notReady.joined(separator: ","))])
-        }
-
-        // Machine-readable lines first (tests and scripts parse them), then a human summary.
-        var lines = ["BOOTSTRAP=\(servers)", "DATABASE_URL=\(redacted(databaseURL))", "INGEST=http://127.0.0.1:\(ingestPort)"]
-        if let embedded { lines.append("POSTGRES_DIR=\(embedded.directory)") }
-        lines += credentials.lines
-        lines += pids.keys.sorted().map { "PID \($0)=\(pids[$0]!)" }
-        lines += admin.keys.sorted().map { "ADMIN \($0)=\(admin[$0]!)" }
-        lines += [
-            "READY",
-            "",
-            "StoreLedger is running (Ctrl-C stops everything):",
-            "  notifications  POST http://127.0.0.1:\(ingestPort)/v1/notifications/appstore",
-            "  receipts       POST http://127.0.0.1:\(ingestPort)/v1/receipts",
-            "  subscription   GET  http://127.0.0.1:\(ingestPort)/v1/subscriptions/{original_transaction_id}",
-            "  user           GET  http://127.0.0.1:\(ingestPort)/v1/users/{user_id}/membership | /ledger",
-            "  health         GET  http://127.0.0.1:\(ingestPort)/healthz  /readyz  /metrics",
-            "  kafka          \(servers)",
-        ] + credentials.usage("http://127.0.0.1:\(ingestPort)")
-        print(lines.joined(separator: "\n"))
+        print(dev.summary.joined(separator: "\n"))
         fflush(nil)
+        stackHolder.withLock { $0 = dev.stack }
         // The demo's simulated app calls ingest as the company's backend would.
-        IngestCredential.apiKey = credentials.apiKey
-        if let demo { try runDemo(demo, ingestURL: "http://127.0.0.1:\(ingestPort)", bootstrap: servers, databaseURL: databaseURL) }
+        IngestCredential.apiKey = dev.credentials.apiKey
+        if let demo { try runDemo(demo, ingestURL: dev.ingestURL, bootstrap: dev.stack.bootstrap, databaseURL: dev.databaseURL) }
         stop.wait()
         if let role = failed.withLock({ $0 }) {
             logger.error("dev_child_failed", ["role": .string(role), "action": "stopping everything"])
@@ -144,21 +75,115 @@ struct DevCommand: CLICommand {
         }
         return 0
     }
+}
 
-    /// Polls each admin URL's `/readyz` until all answer 200; returns the roles still not ready.
-    private func waitUntilReady(_ admin: [String: String], timeout: Duration, stop: StopSignal) -> [String] {
-        let deadline = ContinuousClock.now + timeout
-        var pending = Set(admin.keys)
-        while !pending.isEmpty, ContinuousClock.now < deadline, !stop.isStopped {
-            for role in pending where (try? SimpleHTTP.get(admin[role]!, "/readyz").status) == 200 { pending.remove(role) }
-            if !pending.isEmpty { _ = stop.wait(timeout: .milliseconds(100)) }
-        }
-        return pending.sorted()
+/// What `storeledger dev` runs, in this process's hands: the `LocalStack` of broker, PostgreSQL,
+/// migrations, ingest, the signer (with an ephemeral key) and the stage workers, with dev's
+/// credentials. `simulate --dev` and `bench e2e` start the same one in process.
+final class DevStack: Sendable {
+    /// Consumer stages, then the membership events relay (a worker role of its own, issue 17).
+    static let stages = ["decode", "dedupe", "classify", "membership", "relay"]
+    /// The stages `--workers` can scale out: consumer-group members sharing the partitions.
+    static let scalable = ["decode", "dedupe", "classify", "membership"]
+
+    struct Options {
+        var ingestPort = 8080
+        var brokerPort = 0
+        var partitions = 12
+        var members = MemberCounts()
+        /// nil: a private PostgreSQL.
+        var databaseURL: String?
+        var catalog: String?
+        /// Merged into the environment of ingest and every worker.
+        var environment: [String: String] = [:]
+        /// The service key to use instead of a new one (STORELEDGER_DEV_API_KEY does the same).
+        var apiKey: String?
     }
 
-    private func selfExecutable() throws -> String {
-        let path = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        return path
+    let stack: LocalStack
+    let credentials: DevCredentials
+    private let keyDirectory: String
+
+    private init(stack: LocalStack, credentials: DevCredentials, keyDirectory: String) {
+        self.stack = stack
+        self.credentials = credentials
+        self.keyDirectory = keyDirectory
+    }
+
+    var ingestURL: String { stack.ingestURL ?? "" }
+    var databaseURL: String { stack.databaseURL ?? "" }
+    /// Each child's pid by role.
+    var pids: [String: Int32] {
+        Dictionary(stack.supervisor.roles.compactMap { role in stack.supervisor.pid(of: role).map { (role, $0) } }) { first, _ in first }
+    }
+
+    static func start(_ options: Options, cancel: StopSignal? = nil, onCriticalExit: @escaping @Sendable (String) -> Void = { _ in }) throws -> DevStack {
+        let given = ProcessInfo.processInfo.environment
+        // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
+        var environment = ["STORELEDGER_KAFKA_FETCH_WAIT_MS": given["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
+                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": given["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
+        if let catalog = options.catalog { environment["STORELEDGER_CATALOG"] = catalog }
+        environment.merge(options.environment) { $1 }
+        let key = try DevSigningKey.create()
+        do {
+            let credentials = try DevCredentials.create(directory: key.path, environment: environment, apiKey: options.apiKey)
+            environment.merge(credentials.environment) { $1 }
+            var plan = StackPlan(executable: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            plan.partitions = options.partitions
+            plan.brokerPort = options.brokerPort
+            plan.database = options.databaseURL.map { .given($0) } ?? .embedded(standby: false)
+            plan.environment = environment
+            plan.children = [.ingest(port: options.ingestPort)]
+            plan.children.append(.signer(adminPort: 0, environment: [
+                "STORELEDGER_SIGNING_KEYS": "\(DevSigningKey.keyId)=\(key.keyFile)",
+                "STORELEDGER_SIGNING_DEFAULT_KEY_ID": DevSigningKey.keyId,
+                "STORELEDGER_SIGNING_ISSUER_ID": credentials.issuerId,
+            ]))
+            // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
+            let webhooks = given["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
+            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
+            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
+            // where linger batches the writes of concurrent requests.
+            let stageEnvironment = ["STORELEDGER_KAFKA_LINGER_MS": given["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"]
+            // --workers: more members of a stage join its consumer group and share its partitions.
+            for stage in stages + (webhooks ? ["webhooks"] : []) {
+                for member in 1...options.members.members(of: stage) {
+                    plan.children.append(.worker(stage, role: MemberCounts.role(stage, member: member), environment: stageEnvironment))
+                }
+            }
+            let stack = try LocalStack.start(plan, cancel: cancel, onCriticalExit: onCriticalExit)
+            return DevStack(stack: stack, credentials: credentials, keyDirectory: key.path)
+        } catch {
+            try? FileManager.default.removeItem(atPath: key.path)
+            throw error
+        }
+    }
+
+    func stop() {
+        stack.stop()
+        try? FileManager.default.removeItem(atPath: keyDirectory)
+    }
+
+    /// For people (nothing parses it: readiness is dev's /readyz).
+    var summary: [String] {
+        let ingest = ingestURL
+        var lines = [
+            "",
+            "StoreLedger is running (Ctrl-C stops everything):",
+            "  notifications  POST \(ingest)/v1/notifications/appstore",
+            "  receipts       POST \(ingest)/v1/receipts",
+            "  subscription   GET  \(ingest)/v1/subscriptions/{original_transaction_id}",
+            "  user           GET  \(ingest)/v1/users/{user_id}/membership | /ledger",
+            "  health         GET  \(ingest)/healthz  /readyz  /metrics",
+            "  kafka          \(stack.bootstrap)",
+            "  database       \(redacted(databaseURL))" + (stack.postgres.map { "  (private, in \($0.directory))" } ?? ""),
+        ]
+        let pids = self.pids
+        lines.append("  processes      " + pids.keys.sorted().map { "\($0) \(pids[$0]!)" }.joined(separator: ", "))
+        let admin = stack.readinessURLs.filter { $0.key != StackPlan.ingestRole }
+        lines.append("  admin          " + admin.keys.sorted().map { "\($0) \(admin[$0]!)" }.joined(separator: ", "))
+        lines += credentials.lines
+        return lines + credentials.usage(ingest)
     }
 }
 

@@ -21,7 +21,8 @@ struct DevCredentials {
 
     /// STORELEDGER_DEV_API_KEY, STORELEDGER_V1_SHARED_SECRETS and STORELEDGER_SIGNING_ISSUER_ID, when set, are used instead of new ones
     /// (scripts and tests that start dev know their key in advance).
-    static func create(directory: String, environment: [String: String]) throws -> DevCredentials {
+    /// - Parameter apiKey: the service key to use (the simulator presents its own).
+    static func create(directory: String, environment: [String: String], apiKey: String? = nil) throws -> DevCredentials {
         let given = ProcessInfo.processInfo.environment
         let secret = try SecureRandom.bytes(count: 32)
         let file = directory + "/jwt-hs256.secret"
@@ -33,7 +34,7 @@ struct DevCredentials {
         let generatedKey = try APIKeyRing.generateKey(prefix: "slk_dev")
         let generatedV1 = "dev-v1-" + Base64URL.encode(try SecureRandom.bytes(count: 12))
         return DevCredentials(
-            apiKey: given["STORELEDGER_DEV_API_KEY"].flatMap { $0.isEmpty ? nil : $0 } ?? generatedKey,
+            apiKey: apiKey ?? given["STORELEDGER_DEV_API_KEY"].flatMap { $0.isEmpty ? nil : $0 } ?? generatedKey,
             adminKey: try APIKeyRing.generateKey(prefix: "sla_dev"),
             jwtSecret: Array(encoded.utf8), jwtSecretFile: file,
             v1SharedSecret: v1 ?? generatedV1,
@@ -54,7 +55,7 @@ struct DevCredentials {
         JWTMinter.hs256(secret: jwtSecret, issuer: Self.jwtIssuer, audience: Self.jwtAudience, subject: user, lifetime: 86_400)
     }
 
-    /// Machine-readable lines (tests and scripts parse them).
+    /// `NAME=value` lines a developer can paste into a shell.
     var lines: [String] {
         ["API_KEY=\(apiKey)", "ADMIN_KEY=\(adminKey)", "USER_TOKEN=\(userToken())", "USER=\(Self.demoUser)",
          "V1_SHARED_SECRET=\(v1SharedSecret)", "SIGNER_ISSUER_ID=\(issuerId)"]

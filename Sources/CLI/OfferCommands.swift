@@ -30,7 +30,8 @@ struct SignerCommand: CLICommand {
         var config = SignerWorkerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-signer"))
         config.groupId = arguments.value("group") ?? config.groupId
         config.metricsFile = Environment.value(arguments, option: "metrics-file", env: "STORELEDGER_SIGNER_METRICS_FILE")
-        print("SIGNER=\(ring.keys.keys.sorted().joined(separator: ","))")
+        // For people: readiness is the admin /readyz (with --admin-port).
+        print("signer: keys \(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)
         // No admin socket unless --admin-port is given: the signer's default is to listen on nothing.
         let worker = SignerWorker(signer: signer, config: config)

@@ -4,13 +4,15 @@ import Foundation
 import HTTPServer
 import Ingest
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Stages
+import Synchronization
 
 struct BrokerCommand: CLICommand {
     let name = "broker"
-    let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. Prints BOOTSTRAP=<address> (and CONTROL=<url> with --control-port: the fault-injection channel, docs/configuration.md); stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
+    let summary = "Host the embedded Kafka-protocol broker (librdkafka's mock cluster) on loopback and create the pipeline's topics. With --admin-port, /readyz answers 200 once every topic exists and a client read their metadata (how callers learn it is ready; --port fixes the Kafka port); --control-port opens the fault-injection channel (docs/configuration.md); stops on SIGINT/SIGTERM. Memory only: for development, demos and tests."
     let usage = "[--port P] [--brokers N] [--partitions N] [--control-port P] [--admin-port P] [--admin-host H]"
     let optionNames: Set<String> = ["port", "brokers", "partitions", "control-port", "admin-port", "admin-host"]
 
@@ -31,19 +33,24 @@ struct BrokerCommand: CLICommand {
         for topic in Topic.all { metrics.set("storeledger_broker_partitions", ["topic": topic], to: Double(partitions)) }
         let control = try arguments.value("control-port").map { _ in try faultChannel(broker, port: try arguments.int("control-port", default: 0), logger: logger) }
         // /healthz, /readyz and /metrics like every other process (STYLE.md practice 14), on request only.
+        // Ready only once a client has seen every topic's partitions through the bootstrap address.
+        let verified = Atomic<Bool>(false)
         let admin = try arguments.value("admin-port").map { _ in
             let port = try arguments.int("admin-port", default: 0)
             guard (0...65535).contains(port) else { throw UsageError("--admin-port must be 0...65535") }
-            let server = AdminServer(host: arguments.value("admin-host") ?? "127.0.0.1", port: port) { [] }
+            let server = AdminServer(host: arguments.value("admin-host") ?? "127.0.0.1", port: port) {
+                verified.load(ordering: .acquiring) ? [] : ["broker: topics not confirmed by a client yet"]
+            }
             try server.start()
             logger.info("admin_listening", ["port": .of(server.port)])
             return server
         }
+        try BrokerReadiness.confirmTopics(bootstrap: broker.bootstrapServers, partitions: Int32(partitions), stop: stop)
+        verified.store(true, ordering: .releasing)
         let records = admin.map { _ in RecordCounts(bootstrap: broker.bootstrapServers, partitions: Int32(partitions)) }
         records?.start()
-        // CONTROL first: BOOTSTRAP is the line that says the broker is ready.
-        if let control { print("CONTROL=http://127.0.0.1:\(control.boundPort)") }
-        print("BOOTSTRAP=\(broker.bootstrapServers)")
+        // For people only: callers learn readiness from /readyz (and chose the ports themselves).
+        print("broker: kafka \(broker.bootstrapServers)" + (control.map { ", fault channel http://127.0.0.1:\($0.boundPort)" } ?? ""))
         fflush(nil)
         logger.info("broker_ready", ["bootstrap": .string(broker.bootstrapServers), "brokers": .of(brokers),
                                      "partitions": .of(partitions)])
@@ -199,7 +206,7 @@ struct IngestCommand: CLICommand {
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
         let service = try IngestService(config: config)
         try service.start()
-        print("INGEST=http://\(config.host):\(service.port)")
+        print("ingest: http://\(config.host):\(service.port)")
         fflush(nil)
         stop.wait()
         service.stop()

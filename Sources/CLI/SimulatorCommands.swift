@@ -65,14 +65,15 @@ struct SimulateCommand: CLICommand {
             return 0
         }
 
-        var dev: DevProcess?
+        var dev: DevStack?
         defer { dev?.stop() }
         let ingestURL: String
         if arguments.has("dev") {
             var environment = setup.environment
             if let verifyReceipt { environment.merge(SimulatorSetup.verifyReceiptEnvironment(verifyReceipt.url)) { $1 } }
-            print("starting storeledger dev for the simulator (broker, PostgreSQL, ingest, four workers)...")
-            let started = try DevProcess.start(environment: environment, partitions: try arguments.int("partitions", default: 12))
+            print("starting storeledger dev for the simulator (broker, PostgreSQL, ingest, the signer and the workers)...")
+            fflush(nil)
+            let started = try DevStack.start(.simulator(environment: environment, partitions: try arguments.int("partitions", default: 12)))
             dev = started
             ingestURL = started.ingestURL
             print("StoreLedger is up at \(ingestURL)")
@@ -166,79 +167,20 @@ struct SimulateCommand: CLICommand {
     }
 }
 
-/// `storeledger dev` as a child process, configured for the simulator; stopped with SIGTERM.
-final class DevProcess: Sendable {
-    let process: Process
-    let ingestURL: String
-    /// What dev printed before READY: `PID role=pid` lines as pids by role, `DATABASE_URL`, `POSTGRES_DIR`.
-    let pids: [String: Int32]
-    let values: [String: String]
-
-    private init(process: Process, ingestURL: String, pids: [String: Int32], values: [String: String]) {
-        self.process = process
-        self.ingestURL = ingestURL
-        self.pids = pids
-        self.values = values
-    }
-
-    static func start(environment: [String: String], partitions: Int, extraArguments: [String] = []) throws -> DevProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)] + extraArguments
-        var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { $1 }
+extension DevStack.Options {
+    /// `storeledger dev`'s stack configured for the simulator (in this process; stopped with `DevStack.stop`).
+    static func simulator(environment: [String: String], partitions: Int) throws -> DevStack.Options {
+        var options = DevStack.Options()
+        options.ingestPort = 0
+        options.partitions = partitions
+        options.environment = environment
+        // A load generator is one service key at any rate asked for: lift that key's limit only.
+        options.environment["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = ProcessInfo.processInfo.environment["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
+        options.environment["STORELEDGER_LOG_LEVEL"] = ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"
         // dev takes this key as its service key; the simulator presents it.
         let key = try APIKeyRing.generateKey(prefix: "slk_sim")
-        env["STORELEDGER_DEV_API_KEY"] = key
+        options.apiKey = key
         IngestCredential.apiKey = key
-        // A load generator is one service key at any rate asked for: lift that key's limit only.
-        env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
-        env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
-        // dev stops everything when the simulator dies, even by SIGKILL (a defer does not run then).
-        env["STORELEDGER_PARENT_PID"] = String(getpid())
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let found = Mutex<(url: String?, ready: Bool, pids: [String: Int32], values: [String: String])>((nil, false, [:], [:]))
-        let handle = pipe.fileHandleForReading
-        Thread {
-            var buffer = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                buffer.append(chunk)
-                while let newline = buffer.firstIndex(of: 10) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    buffer.removeSubrange(buffer.startIndex...newline)
-                    if line.hasPrefix("INGEST=") { found.withLock { $0.url = String(line.dropFirst(7)) } }
-                    if line == "READY" { found.withLock { $0.ready = true } }
-                    if line.hasPrefix("PID "), let equals = line.firstIndex(of: "="), let pid = Int32(line[line.index(after: equals)...]) {
-                        found.withLock { $0.pids[String(line[line.index(line.startIndex, offsetBy: 4)..<equals])] = pid }
-                    }
-                    for key in ["DATABASE_URL", "POSTGRES_DIR"] where line.hasPrefix(key + "=") {
-                        found.withLock { $0.values[key] = String(line.dropFirst(key.count + 1)) }
-                    }
-                }
-            }
-        }.start()
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline, process.isRunning {
-            let state = found.withLock { $0 }
-            if state.ready, let url = state.url {
-                guard IngestHealth.wait(url, timeout: 30) else { break }
-                return DevProcess(process: process, ingestURL: url, pids: state.pids, values: state.values)
-            }
-            usleep(50_000)
-        }
-        process.terminate()
-        throw UsageError("storeledger dev did not report READY within 120 s")
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
-        let deadline = Date().addingTimeInterval(30)
-        while process.isRunning, Date() < deadline { usleep(50_000) }
+        return options
     }
 }

@@ -1,105 +1,99 @@
+import Auth
 import Crypto
 import Foundation
+import HTTPServer
+import LocalStack
 import Runtime
 import XCTest
 
 /// Contract: `storeledger dev` (what the README's run command starts) brings up broker, private
-/// PostgreSQL, migrations, ingest and every worker as separate processes; a notification POSTed
-/// once it reports READY is visible in the API within 2 seconds; SIGINT stops every process and
-/// removes the private PostgreSQL directory.
+/// PostgreSQL, migrations, ingest, the signer and every worker as separate processes on ports the
+/// caller chose; a notification POSTed once dev's own `/readyz` answers 200 is visible in the API
+/// within 2 seconds; SIGINT stops every process and removes the private PostgreSQL directory.
+/// Nothing here reads dev's output: readiness is `/readyz`, processes come from /proc.
 final class DevCommandTests: XCTestCase {
     func testDevRunsEverythingShowsANotificationWithin2SecondsAndStopsCleanly() throws {
         let body = try V1Bodies.data(V1Bodies.initialBuy(originalTransactionId: "000000000000000"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = ["dev", "--port", "0", "--partitions", "4"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["STORELEDGER_LOG_LEVEL"] = "warning"
-        environment.removeValue(forKey: "DATABASE_URL")
-        // The test's V1 bodies carry this password; dev makes every other credential itself.
-        environment["STORELEDGER_V1_SHARED_SECRETS"] = TestCredentials.v1Secret
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        let lines = LineCollector()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil } else { lines.append(data) }
-        }
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let dev = try DevRun(["--partitions", "4"])
+        defer { dev.kill() }
+        try dev.waitUntilReady(timeout: 90)
+        XCTAssertEqual(try HTTP.get("\(dev.ingest)/readyz", authorization: nil).status, 200, "ingest listens on the port the test chose")
+        let children = dev.children()
+        XCTAssertEqual(children.count, 8, "broker, ingest, signer, four stage workers and the events relay run as separate processes: \(children)")
+        XCTAssertEqual(children.values.filter { $0.hasPrefix("worker relay") }.count, 1)
 
-        try waitUntil("dev prints READY", timeout: 60) { lines.contains("READY") }
-        let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
-        let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
-        let pids = lines.all.filter { $0.hasPrefix("PID ") }.compactMap { Int32($0.split(separator: "=").last ?? "") }
-        XCTAssertEqual(pids.count, 8, "broker, ingest, signer, four stage workers and the events relay run as separate processes")
-        XCTAssertTrue(lines.all.contains { $0.hasPrefix("PID relay=") })
-
-        XCTAssertEqual(try HTTP.post("\(ingest)/v1/notifications/appstore", body: body).status, 200)
+        XCTAssertEqual(try HTTP.post("\(dev.ingest)/v1/notifications/appstore", body: body).status, 200)
         let posted = Date()
         try waitUntil("the notification's grant is visible", timeout: 2, interval: 0.05) {
-            let view = try HTTP.get("\(ingest)/v1/subscriptions/000000000000000", authorization: apiKey)
+            let view = try HTTP.get("\(dev.ingest)/v1/subscriptions/000000000000000", authorization: dev.apiKey)
             return view.status == 200 && ((view.json?["ledger"] as? [Any])?.count ?? 0) == 1
         }
         print("dev: notification visible in the API after \(String(format: "%.3f", Date().timeIntervalSince(posted))) s")
 
-        let postgresDirectory = try XCTUnwrap(lines.value(after: "POSTGRES_DIR="))
-        XCTAssertTrue(FileManager.default.fileExists(atPath: postgresDirectory))
-        kill(process.processIdentifier, SIGINT)
-        try waitUntil("dev exits", timeout: 30) { !process.isRunning }
-        XCTAssertEqual(process.terminationStatus, 0)
-        for pid in pids {
-            XCTAssertNotEqual(kill(pid, 0), 0, "process \(pid) is still running after dev stopped")
+        let postgresDirectories = try dev.temporaryEntries().filter { processes(mentioning: $0) != [] }
+        XCTAssertFalse(postgresDirectories.isEmpty, "the private PostgreSQL runs in dev's temporary directory")
+        try dev.interrupt()
+        XCTAssertEqual(dev.process.terminationStatus, 0)
+        for pid in children.keys {
+            XCTAssertNotEqual(Foundation.kill(pid, 0), 0, "process \(pid) is still running after dev stopped")
         }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: postgresDirectory), "the private PostgreSQL directory is removed")
-        XCTAssertEqual(processes(mentioning: postgresDirectory), [], "no PostgreSQL process of dev's cluster is left")
+        XCTAssertEqual(try dev.temporaryEntries(), [], "the private PostgreSQL directory and the signing key are removed")
+        for directory in postgresDirectories {
+            XCTAssertEqual(processes(mentioning: directory), [], "no PostgreSQL process of dev's cluster is left")
+        }
     }
 
     /// `--workers stage=N` (issue 13): N members of the stage, each its own process in the stage's
-    /// consumer group with its own admin port; dev reports READY only once every member holds
+    /// consumer group with its own admin port; dev's /readyz answers 200 only once every member holds
     /// partitions; a notification is granted once; SIGINT stops every member.
     func testDevWorkersRunsSeveralMembersPerStage() throws {
         let key = "1300\(Int.random(in: 100_000_000...999_999_999))"
         let body = try V1Bodies.data(V1Bodies.initialBuy(originalTransactionId: key))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = ["dev", "--port", "0", "--partitions", "4", "--workers", "dedupe=2,membership=3"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["STORELEDGER_LOG_LEVEL"] = "warning"
-        environment.removeValue(forKey: "DATABASE_URL")
-        environment["STORELEDGER_V1_SHARED_SECRETS"] = TestCredentials.v1Secret
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        let lines = LineCollector()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil } else { lines.append(data) }
+        let dev = try DevRun(["--partitions", "4", "--workers", "dedupe=2,membership=3"])
+        defer { dev.kill() }
+        try dev.waitUntilReady(timeout: 120)
+        let children = dev.children()
+        XCTAssertEqual(children.count, 11, "the 8 processes of a plain dev plus a second dedupe and a second and third membership member")
+        for (stage, count) in ["decode": 1, "dedupe": 2, "classify": 1, "membership": 3] {
+            let members = children.values.filter { $0.hasPrefix("worker \(stage) ") }
+            XCTAssertEqual(members.count, count, "members of \(stage)")
+            for member in members {
+                // Each member's admin port, as dev told it (--admin-port in its command line).
+                let words = member.split(separator: " ")
+                let port = try XCTUnwrap(words.firstIndex(of: "--admin-port").flatMap { Int(words[$0 + 1]) }, member)
+                XCTAssertEqual(ReadinessProbe.status(port: port), 200, "\(member) holds partitions (dev is ready only with every member)")
+            }
         }
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
-        try waitUntil("dev prints READY", timeout: 120) { lines.contains("READY") }
-        let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
-        let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
-        let pids = lines.all.filter { $0.hasPrefix("PID ") }.compactMap { Int32($0.split(separator: "=").last ?? "") }
-        XCTAssertEqual(pids.count, 11, "the 8 processes of a plain dev plus a second dedupe and a second and third membership member")
-        for role in ["dedupe", "dedupe-2", "membership", "membership-2", "membership-3"] {
-            let admin = try XCTUnwrap(lines.value(after: "ADMIN \(role)="), "dev prints \(role)'s admin URL")
-            XCTAssertEqual(try HTTP.get("\(admin)/readyz").status, 200, "\(role) holds partitions (READY waits for every member)")
-        }
-        XCTAssertNil(lines.value(after: "ADMIN decode-2="), "stages not named keep one member")
-
-        XCTAssertEqual(try HTTP.post("\(ingest)/v1/notifications/appstore", body: body).status, 200)
+        XCTAssertEqual(try HTTP.post("\(dev.ingest)/v1/notifications/appstore", body: body).status, 200)
         try waitUntil("the notification's grant is visible", timeout: 30, interval: 0.1) {
-            let view = try HTTP.get("\(ingest)/v1/subscriptions/\(key)", authorization: apiKey)
+            let view = try HTTP.get("\(dev.ingest)/v1/subscriptions/\(key)", authorization: dev.apiKey)
             return view.status == 200 && ((view.json?["ledger"] as? [Any])?.count ?? 0) == 1
         }
-        kill(process.processIdentifier, SIGINT)
-        try waitUntil("dev exits", timeout: 60) { !process.isRunning }
-        XCTAssertEqual(process.terminationStatus, 0)
-        for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "process \(pid) is still running after dev stopped") }
+        try dev.interrupt(timeout: 60)
+        XCTAssertEqual(dev.process.terminationStatus, 0)
+        for pid in children.keys { XCTAssertNotEqual(Foundation.kill(pid, 0), 0, "process \(pid) is still running after dev stopped") }
+    }
+
+    /// A component that does not come up fails dev's boot with its name and the end of its standard
+    /// error, instead of a stack that never gets ready: here ingest, given a port that is taken.
+    func testDevNamesTheComponentThatDidNotComeUp() throws {
+        let taken = try FreePort.loopback()
+        let listener = HTTPServer(port: taken, threads: 1, maxBodyBytes: 0) { _, responder in _ = responder.respond(.error(status: 503, reason: "taken")) }
+        try listener.start()
+        defer { listener.stop() }
+        // A file, not a pipe: nobody reads while dev runs.
+        let errors = NSTemporaryDirectory() + "dev-errors-\(UUID().uuidString).log"
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        let dev = try DevRun(["--partitions", "2"], ingestPort: taken, standardError: try XCTUnwrap(FileHandle(forWritingAtPath: errors)))
+        defer { dev.kill() }
+        try waitUntil("dev gives up", timeout: 120) { !dev.process.isRunning }
+        XCTAssertNotEqual(dev.process.terminationStatus, 0)
+        let text = try String(contentsOfFile: errors, encoding: .utf8)
+        XCTAssertTrue(text.contains("ingest kept exiting while starting"), text)
+        XCTAssertTrue(text.contains("the end of its standard error"), "the error quotes ingest's own last lines: \(text)")
+        XCTAssertEqual(try dev.temporaryEntries(), [], "what had started is stopped and removed")
     }
 
     /// `--workers` is validated before anything starts: unknown stages, counts outside 1...16 and
@@ -120,6 +114,83 @@ final class DevCommandTests: XCTestCase {
             try waitUntil("dev refuses --workers \(bad)", timeout: 20) { !process.isRunning }
             XCTAssertEqual(process.terminationStatus, 2, "--workers \(bad)")
         }
+    }
+}
+
+/// `storeledger dev` as a child on ports the test chose (ingest, dev's own admin server), with a
+/// service key the test made and a private temporary directory; nothing is read from its output.
+final class DevRun: @unchecked Sendable {
+    // Safe: set in init, read afterwards on the test thread.
+    let process = Process()
+    let ingest: String
+    let adminPort: Int
+    let apiKey: String
+    let temporaryDirectory: String
+
+    init(_ arguments: [String], ingestPort: Int? = nil, environment extra: [String: String] = [:], standardOutput: Pipe? = nil,
+         standardError: FileHandle? = nil) throws {
+        let port = try ingestPort ?? FreePort.loopback()
+        adminPort = try FreePort.loopback()
+        ingest = "http://127.0.0.1:\(port)"
+        let key = try APIKeyRing.generateKey(prefix: "slk_test")
+        apiKey = TestCredentials.bearer(key)
+        temporaryDirectory = NSTemporaryDirectory() + "dev-run-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: temporaryDirectory, withIntermediateDirectories: false)
+        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
+        process.arguments = ["dev", "--port", String(port), "--admin-port", String(adminPort)] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORELEDGER_LOG_LEVEL"] = "warning"
+        environment.removeValue(forKey: "DATABASE_URL")
+        // The test's V1 bodies carry this password; dev makes every other credential itself.
+        environment["STORELEDGER_V1_SHARED_SECRETS"] = TestCredentials.v1Secret
+        environment["STORELEDGER_DEV_API_KEY"] = key
+        environment["TMPDIR"] = temporaryDirectory
+        environment.merge(extra) { $1 }
+        process.environment = environment
+        process.standardOutput = standardOutput ?? FileHandle.nullDevice
+        if let standardError { process.standardError = standardError }
+        try process.run()
+    }
+
+    /// dev's own /readyz: every process it started is ready.
+    func waitUntilReady(timeout: TimeInterval) throws {
+        try waitUntil("dev's /readyz answers 200", timeout: timeout, interval: 0.2) {
+            guard process.isRunning else { throw ClusterError("dev exited with status \(process.terminationStatus) before it was ready") }
+            return ReadinessProbe.status(port: adminPort) == 200
+        }
+    }
+
+    /// dev's child processes of the storeledger binary, by pid, with their arguments ("worker decode --admin-port 4711").
+    func children() -> [Int32: String] {
+        let binary = URL(fileURLWithPath: (try? Cluster.binary()) ?? "").resolvingSymlinksInPath().path
+        var found: [Int32: String] = [:]
+        for pid in ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init) {
+            // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after the last ')'.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, Int32(fields[1]) == process.processIdentifier,
+                  let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
+            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == binary else { continue }
+            let words = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            found[pid] = words.dropFirst().joined(separator: " ")
+        }
+        return found
+    }
+
+    /// What is left in dev's temporary directory (full paths).
+    func temporaryEntries() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: temporaryDirectory).map { temporaryDirectory + "/" + $0 }
+    }
+
+    /// SIGINT, as Ctrl-C; waits until dev exited.
+    func interrupt(timeout: TimeInterval = 30) throws {
+        Foundation.kill(process.processIdentifier, SIGINT)
+        try waitUntil("dev exits", timeout: timeout) { !process.isRunning }
+    }
+
+    func kill() {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: temporaryDirectory)
     }
 }
 
@@ -166,29 +237,24 @@ final class DevCredentialTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let catalog = directory.appendingPathComponent("catalog.json")
         try JSONEncoder().encode(OfferCluster.catalog).write(to: catalog)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = ["dev", "--port", "0", "--partitions", "4", "--catalog", catalog.path]
-        var environment = ProcessInfo.processInfo.environment
-        environment["STORELEDGER_LOG_LEVEL"] = "warning"
-        environment.removeValue(forKey: "DATABASE_URL")
-        environment.removeValue(forKey: "STORELEDGER_V1_SHARED_SECRETS")
-        process.environment = environment
+        // The credentials dev made are for the developer to read (printed once); this test reads them
+        // from there, while readiness is dev's /readyz.
         let output = Pipe()
-        process.standardOutput = output
         let lines = LineCollector()
         output.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
             if data.isEmpty { handle.readabilityHandler = nil } else { lines.append(data) }
         }
-        try process.run()
+        let dev = try DevRun(["--partitions", "4", "--catalog", catalog.path], environment: ["STORELEDGER_V1_SHARED_SECRETS": ""],
+                             standardOutput: output)
         defer {
-            if process.isRunning { kill(process.processIdentifier, SIGINT) }
-            _ = try? waitUntil("dev exits", timeout: 30) { !process.isRunning }
+            if dev.process.isRunning { try? dev.interrupt() }
+            dev.kill()
         }
-        try waitUntil("dev prints READY", timeout: 90) { lines.contains("READY") }
-        let ingest = try XCTUnwrap(lines.value(after: "INGEST="))
-        let apiKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "API_KEY=")))
+        try dev.waitUntilReady(timeout: 90)
+        try waitUntil("dev printed its credentials", timeout: 10) { lines.all.contains { $0.contains("curl -H 'Authorization: Bearer") } }
+        let ingest = dev.ingest
+        let apiKey = dev.apiKey
         let adminKey = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "ADMIN_KEY=")))
         let userToken = TestCredentials.bearer(try XCTUnwrap(lines.value(after: "USER_TOKEN=")))
         let user = try XCTUnwrap(lines.value(after: "USER="))

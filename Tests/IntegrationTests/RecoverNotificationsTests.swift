@@ -4,6 +4,7 @@ import Crypto
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Signer
@@ -21,9 +22,9 @@ import XCTest
 /// once it routes `kind: api-token` requests to it.
 final class RecoverNotificationsTests: XCTestCase {
     func testOnlyFailuresFeedsExactlyTheLostNotificationsOnceWithProvenance() throws {
-        let supervisor = Supervisor(executable: try Cluster.binary())
-        defer { supervisor.stopAll() }
-        let bootstrap = try Self.startBroker(supervisor)
+        let broker = try Self.startBroker()
+        defer { broker.stop() }
+        let bootstrap = broker.bootstrap
 
         // The simulated App Store: 30 V2 notifications in production and 4 in the sandbox; every
         // 10th production one and every other sandbox one is lost for good.
@@ -94,7 +95,7 @@ final class RecoverNotificationsTests: XCTestCase {
         XCTAssertTrue(reports.allSatisfy { $0.error == nil }, output)
         XCTAssertGreaterThanOrEqual(responder.answered, 1, "tokens came from the signer")
 
-        let records = try Self.readTopic(Topic.notificationsRaw, bootstrap: bootstrap, atLeast: lost.count)
+        let records = try Cluster.readTopics([Topic.notificationsRaw], bootstrap: bootstrap, atLeast: lost.count, timeout: 30)
         XCTAssertEqual(records.count, lost.count, "each lost notification exactly once, nothing else")
         let fed = try records.map { record -> String in
             let body = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(record.value)) as? [String: Any])
@@ -120,25 +121,17 @@ final class RecoverNotificationsTests: XCTestCase {
                                    "--only-failures", "--json", "--database-url", postgres.url], environment: environment)
         let again = try JSONDecoder().decode(Reports.self, from: Data(second.utf8)).recovery
         XCTAssertEqual(again.map(\.fed).reduce(0, +), lost.count - 2, second)
-        XCTAssertEqual(try Self.readTopic(Topic.notificationsRaw, bootstrap: bootstrap, atLeast: 2 * lost.count - 2).count, 2 * lost.count - 2)
+        XCTAssertEqual(try Cluster.readTopics([Topic.notificationsRaw], bootstrap: bootstrap, atLeast: 2 * lost.count - 2, timeout: 30).count, 2 * lost.count - 2)
     }
 
     // MARK: - Processes and topics
 
-    static func startBroker(_ supervisor: Supervisor) throws -> String {
-        let address = Mutex<String?>(nil)
-        let ready = DispatchSemaphore(value: 0)
-        try supervisor.start(.init(role: "broker", arguments: ["broker", "--partitions", "2"],
-                                   environment: ["STORELEDGER_LOG_LEVEL": "warning"], onExit: .ignore)) { line in
-            if line.hasPrefix("BOOTSTRAP=") {
-                address.withLock { $0 = String(line.dropFirst(10)) }
-                ready.signal()
-            }
-        }
-        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0 }) else {
-            throw ClusterError("broker did not start")
-        }
-        return servers
+    /// The broker alone (no database, no workers), booted as every stack is.
+    static func startBroker() throws -> LocalStack {
+        var plan = try Cluster.plan(partitions: 2)
+        plan.brokerControl = false
+        plan.database = .none
+        return try LocalStack.start(plan)
     }
 
     /// Runs the binary to completion (at most 180 s) and returns its standard output.
@@ -165,33 +158,6 @@ final class RecoverNotificationsTests: XCTestCase {
         }
         return text
     }
-
-    static func kafka(_ bootstrap: String) -> KafkaConfig {
-        var config = KafkaConfig(bootstrapServers: bootstrap, clientId: "recover-test")
-        config.sessionTimeout = .seconds(3)
-        config.heartbeatInterval = .milliseconds(500)
-        config.fetchMaxWait = .milliseconds(10)
-        return config
-    }
-
-    /// The whole topic from the beginning; ends after a quiet second once `atLeast` records are in.
-    static func readTopic(_ topic: String, bootstrap: String, atLeast minimum: Int, timeout: TimeInterval = 30) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(bootstrap), groupId: "test-\(UUID().uuidString)", topics: [topic])
-        defer { consumer.close() }
-        var records: [KafkaRecord] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        var idleSince = Date()
-        while Date() < deadline {
-            let batch = try consumer.poll(maxRecords: 1000, timeout: .milliseconds(250))
-            if batch.isEmpty {
-                if records.count >= minimum, Date().timeIntervalSince(idleSince) > 1 { break }
-            } else {
-                records += batch
-                idleSince = Date()
-            }
-        }
-        return records
-    }
 }
 
 /// Answers `kind: api-token` requests on the sign topics with `APITokenIssuer.answer`.
@@ -201,9 +167,9 @@ final class TokenResponder: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(bootstrap: String, issuer: APITokenIssuer) throws {
-        let consumer = try KafkaConsumer(config: RecoverNotificationsTests.kafka(bootstrap), groupId: "test-signer-\(UUID().uuidString)",
+        let consumer = try KafkaConsumer(config: Cluster.kafka(bootstrap: bootstrap), groupId: "test-signer-\(UUID().uuidString)",
                                          topics: [Topic.signRequests])
-        let producer = try KafkaProducer(config: RecoverNotificationsTests.kafka(bootstrap))
+        let producer = try KafkaProducer(config: Cluster.kafka(bootstrap: bootstrap))
         let thread = Thread { [self] in
             defer {
                 consumer.close()

@@ -1,4 +1,5 @@
 import Foundation
+import LocalStack
 import Runtime
 import Simulator
 import XCTest
@@ -15,9 +16,6 @@ final class SimulationCluster: @unchecked Sendable {
 
     /// - Parameter verifyReceipt: validate receipts through the simulator's verifyReceipt endpoint.
     /// - Parameter workerExit: what happens to a worker that dies (tests that SIGKILL workers restart them).
-    /// The signer's admin server (`/metrics`), when started with `signerAdmin`.
-    private(set) var signerAdminURL: String?
-
     /// - Parameter signerAdmin: give the signer `--admin-port` (it opens no socket otherwise).
     /// - Parameter standby: PostgreSQL with a synchronous streaming standby and a multi-host `DATABASE_URL` (`Cluster.failOver()`).
     init(verifyReceipt: Bool = false, extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore,
@@ -34,21 +32,16 @@ final class SimulationCluster: @unchecked Sendable {
             environment.merge(SimulatorSetup.verifyReceiptEnvironment(server.url)) { $1 }
         }
         cluster = try Cluster()
-        // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it).
-        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit, standby: standby)
-        // The promotional-offer signer (S12) with the setup's key; Cluster starts only the stages.
-        var signerArguments = ["signer"]
-        if signerAdmin {
-            let port = try FreePort.loopback()
-            signerAdminURL = "http://127.0.0.1:\(port)"
-            signerArguments += ["--admin-port", String(port)]
-        }
-        try cluster.supervisor.start(.init(role: "signer", arguments: signerArguments,
-                                           environment: environment.merging(["KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
-                                                                             "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
-                                                                             "STORELEDGER_LOG_LEVEL": "warning"]) { $1 },
-                                           onExit: .ignore))
+        // Only the signer is told where the key is (KeyCustodyTests checks that nobody else opens it);
+        // it gets an admin port (and is waited for) only with `signerAdmin`: it opens no socket otherwise.
+        let signer = StackChild.signer(adminPort: signerAdmin ? 0 : nil, environment: environment.merging([
+            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000", "STORELEDGER_LOG_LEVEL": "warning"]) { $1 }, onExit: .ignore)
+        try cluster.start(extraEnvironment: environment.filter { !$0.key.hasPrefix("STORELEDGER_SIGNING_KEYS") }, workerExit: workerExit, standby: standby,
+                          extraChildren: [signer])
     }
+
+    /// The signer's admin server (`/metrics`), when started with `signerAdmin`.
+    var signerAdminURL: String? { cluster.adminURLs["signer"] }
 
     var ingestURL: String { cluster.ingestURL }
 

@@ -4,7 +4,8 @@ import Synchronization
 /// Runs a set of child processes as one unit: starts them in order, restarts one that dies
 /// unexpectedly (with backoff), and on stop terminates them in reverse order (SIGTERM, then
 /// SIGKILL after a grace period). Children learn our pid through STORELEDGER_PARENT_PID and stop
-/// themselves if we vanish, so nothing is left running even after a hard kill.
+/// themselves if we vanish, so nothing is left running even after a hard kill. Their standard output
+/// is never read; their standard error may be relayed (`StderrRoute`) so a failed start can quote it.
 public final class Supervisor: Sendable {
     public struct Child: Sendable {
         public var role: String
@@ -13,13 +14,25 @@ public final class Supervisor: Sendable {
         /// What to do when the child exits on its own: restart it, or stop the whole set
         /// (a child whose state cannot be rebuilt, like the in-memory broker).
         public var onExit: ExitPolicy
+        /// Where the child's standard error goes.
+        public var stderr: StderrRoute
 
-        public init(role: String, arguments: [String], environment: [String: String] = [:], onExit: ExitPolicy = .restart) {
+        public init(role: String, arguments: [String], environment: [String: String] = [:], onExit: ExitPolicy = .restart,
+                    stderr: StderrRoute = .inherit) {
             self.role = role
             self.arguments = arguments
             self.environment = environment
             self.onExit = onExit
+            self.stderr = stderr
         }
+    }
+
+    /// `.inherit`: the child writes to our standard error directly. `.relay(to:)`: through a pipe, whole
+    /// lines at a time, appended to the file at the path (our standard error when nil); the supervisor
+    /// keeps the last lines (`stderrTail`) to explain a child that did not come up.
+    public enum StderrRoute: Sendable {
+        case inherit
+        case relay(to: String?)
     }
 
     public enum ExitPolicy: Sendable {
@@ -35,6 +48,8 @@ public final class Supervisor: Sendable {
         var restarts = 0
         /// Set by `stop(role:)`: its exit is expected and never restarted.
         let retired = Atomic<Bool>(false)
+        /// The last lines of standard error (`.relay` only), across restarts.
+        let tail = StderrTail()
         init(child: Child, process: Process) { self.child = child; self.process = process }
     }
 
@@ -51,13 +66,26 @@ public final class Supervisor: Sendable {
         self.onCriticalExit = onCriticalExit
     }
 
-    /// Starts a child; `onLine` sees each line of its standard output (e.g. "BOOTSTRAP=...").
+    /// Starts a child. Readiness is never read from its output: poll its `/readyz`.
     @discardableResult
-    public func start(_ child: Child, onLine: (@Sendable (String) -> Void)? = nil) throws -> Int32 {
+    public func start(_ child: Child) throws -> Int32 {
         let entry = Running(child: child, process: Process())
-        try launch(entry, onLine: onLine)
+        try launch(entry)
         running.withLock { $0.append(entry) }
         return running.withLock { _ in entry.process.processIdentifier }
+    }
+
+    /// The roles of the running children, in start order.
+    public var roles: [String] { running.withLock { $0.map(\.child.role) } }
+
+    /// The last lines the child of `role` wrote to standard error (`.relay` children; empty otherwise).
+    public func stderrTail(of role: String) -> [String] {
+        running.withLock { list in list.first { $0.child.role == role } }?.tail.lines ?? []
+    }
+
+    /// Whether the child of `role` runs now (false while it is being restarted, or when unknown).
+    public func isRunning(_ role: String) -> Bool {
+        running.withLock { list in list.first { $0.child.role == role }?.process.isRunning ?? false }
     }
 
     /// The child's pid; nil while it is being (re)launched. Never 0: `kill(0, ...)` would signal
@@ -106,7 +134,7 @@ public final class Supervisor: Sendable {
         }
     }
 
-    private func launch(_ entry: Running, onLine: (@Sendable (String) -> Void)?) throws {
+    private func launch(_ entry: Running) throws {
         let child = entry.child
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -115,23 +143,28 @@ public final class Supervisor: Sendable {
         for (key, value) in child.environment { environment[key] = value }
         environment["STORELEDGER_PARENT_PID"] = String(getpid())
         process.environment = environment
-        if let onLine {
+        if case .relay(let path) = child.stderr {
             let pipe = Pipe()
-            process.standardOutput = pipe
-            let reader = LineReader(onLine: onLine)
+            process.standardError = pipe
+            let reader = LineReader(tail: entry.tail, sink: try StderrSink(path: path))
             pipe.fileHandleForReading.readabilityHandler = { handle in
                 let data = handle.availableData
-                if data.isEmpty { handle.readabilityHandler = nil } else { reader.feed(data) }
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                    reader.finish()
+                } else {
+                    reader.feed(data)
+                }
             }
         }
         // A termination handler, not a thread in waitUntilExit (which spins on Linux).
-        process.terminationHandler = { [self] ended in restartIfUnexpected(entry, ended, onLine: onLine) }
+        process.terminationHandler = { [self] ended in restartIfUnexpected(entry, ended) }
         running.withLock { _ in entry.process = process }
         try process.run()
         logger.info("child_started", ["role": .string(child.role), "pid": .of(Int(process.processIdentifier))])
     }
 
-    private func restartIfUnexpected(_ entry: Running, _ ended: Process, onLine: (@Sendable (String) -> Void)?) {
+    private func restartIfUnexpected(_ entry: Running, _ ended: Process) {
         guard !stopping.load(ordering: .acquiring), !entry.retired.load(ordering: .acquiring) else { return }
         logger.warning("child_exited", ["role": .string(entry.child.role), "status": .of(Int(ended.terminationStatus))])
         switch entry.child.onExit {
@@ -145,7 +178,7 @@ public final class Supervisor: Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + min(5.0, 0.2 * Double(1 << min(attempt, 5)))) { [self] in
             guard !stopping.load(ordering: .acquiring), !entry.retired.load(ordering: .acquiring) else { return }
             do {
-                try launch(entry, onLine: onLine)
+                try launch(entry)
             } catch {
                 logger.error("child_restart_failed", ["role": .string(entry.child.role), "error": .string("\(error)")])
             }
@@ -153,23 +186,65 @@ public final class Supervisor: Sendable {
     }
 }
 
-/// Splits a byte stream into lines.
+/// The last lines of a child's standard error.
+final class StderrTail: Sendable {
+    static let keep = 20
+    private let buffer = Mutex<[String]>([])
+
+    var lines: [String] { buffer.withLock { $0 } }
+
+    func append(_ line: String) {
+        buffer.withLock { lines in
+            lines.append(line)
+            if lines.count > Self.keep { lines.removeFirst(lines.count - Self.keep) }
+        }
+    }
+}
+
+/// Where relayed lines go: a file opened for appending (whole lines per write, so children sharing
+/// one log file never interleave within a line), or our standard error.
+struct StderrSink: Sendable {
+    let handle: FileHandle
+
+    init(path: String?) throws {
+        guard let path else { handle = .standardError; return }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Subprocess.Failure(description: "cannot open \(path) for a child's standard error: errno \(errno)") }
+        handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    }
+}
+
+/// Splits a child's standard error into lines: each goes to the sink and into the tail.
 private final class LineReader: Sendable {
     private let buffer = Mutex<[UInt8]>([])
-    private let onLine: @Sendable (String) -> Void
-    init(onLine: @escaping @Sendable (String) -> Void) { self.onLine = onLine }
+    private let tail: StderrTail
+    private let sink: StderrSink
+
+    init(tail: StderrTail, sink: StderrSink) {
+        self.tail = tail
+        self.sink = sink
+    }
 
     func feed(_ data: Data) {
-        let lines: [String] = buffer.withLock { buffer in
+        let lines: [[UInt8]] = buffer.withLock { buffer in
             buffer += data
-            var lines: [String] = []
-            while let newline = buffer.firstIndex(of: 0x0A) {
-                lines.append(String(decoding: buffer[..<newline], as: UTF8.self))
-                buffer.removeSubrange(...newline)
-            }
-            return lines
+            guard let last = buffer.lastIndex(of: 0x0A) else { return [] }
+            let complete = Array(buffer[...last])
+            buffer.removeSubrange(...last)
+            return [complete]
         }
-        lines.forEach(onLine)
+        for chunk in lines { emit(chunk) }
+    }
+
+    /// End of stream: a last line without a newline still counts.
+    func finish() {
+        let rest = buffer.withLock { buffer -> [UInt8] in defer { buffer = [] }; return buffer }
+        if !rest.isEmpty { emit(rest + [0x0A]) }
+    }
+
+    private func emit(_ chunk: [UInt8]) {
+        sink.handle.write(Data(chunk))
+        for line in chunk.split(separator: 0x0A, omittingEmptySubsequences: true) { tail.append(String(decoding: line, as: UTF8.self)) }
     }
 }
 

@@ -20,7 +20,7 @@ public enum E2EBench {
     static let rates: [Double] = [500, 1_000, 2_000]
 
     /// `startDev(environment, partitions)` starts `storeledger dev` with that environment merged in.
-    public static func run(_ arguments: Arguments, startDev: (_ environment: [String: String], _ partitions: Int) throws -> any DevStack)
+    public static func run(_ arguments: Arguments, startDev: (_ environment: [String: String], _ partitions: Int) throws -> any RunningDev)
         throws -> Int32 {
         let quick = arguments.has("quick")
         let runs = try arguments.int("runs", default: quick ? 1 : 3)
@@ -60,9 +60,8 @@ public enum E2EBench {
 
         let dev = try startDev(setup.environment, 12)
         defer { dev.stop() }
-        guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
-        let db = try PGConnection(url: databaseURL)
-        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.values["POSTGRES_DIR"])
+        let db = try PGConnection(url: dev.databaseURL)
+        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.postgresDirectory)
         // The bench's own queries (progress and commit times) are not the pipeline's work.
         if let backend = try db.query("SELECT pg_backend_pid() AS pid").first?.int("pid") { processes.excluded.insert(Int32(backend)) }
         print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")

@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Synchronization
@@ -32,31 +33,15 @@ public enum PipelineBench {
         let logger = Logger(component: "bench.pipeline")
 
         // Infrastructure: the embedded broker keeps 5 MiB per partition, so spread the topics wide.
-        var broker: EmbeddedBroker?
-        let bootstrap: String
-        if let given = arguments.value("bootstrap", orEnvironment: "KAFKA_BOOTSTRAP_SERVERS") {
-            bootstrap = given
-        } else {
-            let embedded = try EmbeddedBroker()
-            for topic in Topic.all { try embedded.createTopic(topic, partitions: 32) }
-            broker = embedded
-            bootstrap = embedded.bootstrapServers
-        }
-        var postgres: EmbeddedPostgres?
-        let databaseURL: String
-        if let given = arguments.value("database-url", orEnvironment: "DATABASE_URL") {
-            databaseURL = given
-        } else {
-            let server = try EmbeddedPostgres.start()
-            postgres = server
-            databaseURL = server.url
-        }
-        defer {
-            postgres?.stop()
-            broker?.close()
-        }
+        var plan = try StackPlan.benchmark(partitions: 32)
+        if let given = arguments.value("bootstrap", orEnvironment: "KAFKA_BOOTSTRAP_SERVERS") { plan.broker = .given(given) }
+        if let given = arguments.value("database-url", orEnvironment: "DATABASE_URL") { plan.database = .given(given) }
+        let stack = try LocalStack.start(plan)
+        defer { stack.stop() }
+        let bootstrap = stack.bootstrap
+        let postgres = stack.postgres
+        let databaseURL = stack.databaseURL!
         let db = try PGConnection(url: databaseURL)
-        try Migrator.migrate(db, Schema.migrations)
         let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let ledgerBefore = try ledgerCount(db)
         let sequenceBefore = try ledgerSequence(db)

@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Stages
@@ -18,17 +19,12 @@ public enum ReplayBench {
         guard events >= 6 else { throw UsageError("--events must be at least 6") }
         let subscriptions = events / 6
         let logger = Logger(component: "bench.replay")
-        let broker = try EmbeddedBroker()
-        for topic in Topic.all { try broker.createTopic(topic, partitions: 32) }
-        let postgres = try EmbeddedPostgres.start()
-        defer {
-            postgres.stop()
-            broker.close()
-        }
+        let stack = try LocalStack.start(.benchmark(partitions: 32))
+        defer { stack.stop() }
+        let postgres = stack.postgres!
         let db = try PGConnection(url: postgres.url)
         defer { db.close() }
-        try Migrator.migrate(db, Schema.migrations)
-        var kafka = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "bench-replay")
+        var kafka = KafkaConfig(bootstrapServers: stack.bootstrap, clientId: "bench-replay")
         kafka.sessionTimeout = .seconds(4)
         kafka.heartbeatInterval = .milliseconds(400)
         kafka.fetchMaxWait = .milliseconds(10)

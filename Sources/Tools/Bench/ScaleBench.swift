@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Synchronization
@@ -182,7 +183,7 @@ public enum ScaleBench {
 /// One measurement's infrastructure: a fresh embedded broker and PostgreSQL, and the members.
 private final class Rig: @unchecked Sendable {
     // @unchecked: `members` is touched only under `lock`; the rest is set in init.
-    let broker: EmbeddedBroker
+    let stack: LocalStack
     let postgres: EmbeddedPostgres
     let databaseURL: String
     let db: PGConnection
@@ -195,13 +196,12 @@ private final class Rig: @unchecked Sendable {
     private let failures = Mutex<[String]>([])
 
     init(sessionMs: Int) throws {
-        broker = try EmbeddedBroker()
-        for topic in Topic.all { try broker.createTopic(topic, partitions: ScaleBench.partitions) }
-        postgres = try EmbeddedPostgres.start()
+        // The broker in this process: its CPU counts in the figures, as the members' does.
+        stack = try LocalStack.start(.benchmark(partitions: Int(ScaleBench.partitions)))
+        postgres = stack.postgres!
         databaseURL = postgres.url
         db = try PGConnection(url: databaseURL)
-        try Migrator.migrate(db, Schema.migrations)
-        var config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "bench-scale")
+        var config = KafkaConfig(bootstrapServers: stack.bootstrap, clientId: "bench-scale")
         config.sessionTimeout = .milliseconds(sessionMs)
         config.heartbeatInterval = .milliseconds(min(1_000, max(100, sessionMs / 6)))
         config.fetchMaxWait = .milliseconds(10)
@@ -266,8 +266,7 @@ private final class Rig: @unchecked Sendable {
     func close() {
         stopAll()
         db.close()
-        postgres.stop()
-        broker.close()
+        stack.stop()
     }
 }
 

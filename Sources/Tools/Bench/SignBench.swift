@@ -2,6 +2,7 @@ import Crypto
 import Domain
 import Foundation
 import Kafka
+import LocalStack
 import Runtime
 import Signer
 import Synchronization
@@ -105,20 +106,17 @@ public enum SignBench {
 
     /// Sends sign requests at `rate` to a `storeledger signer` child process and times each reply.
     static func requestReplyLatency(key: P256PrivateKey, rate: Int, seconds: Double, bootstrap: String?) throws -> [String: Any] {
-        let broker = bootstrap == nil ? try EmbeddedBroker() : nil
-        defer { broker?.close() }
-        if let broker {
-            for topic in [Topic.signRequests, Topic.signReplies] { try broker.createTopic(topic, partitions: 4) }
-        }
-        let servers = bootstrap ?? broker!.bootstrapServers
         let keyFile = try temporaryKeyFile(key)
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let supervisor = Supervisor(executable: try executablePath())
-        try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: [
-            "KAFKA_BOOTSTRAP_SERVERS": servers, "STORELEDGER_SIGNING_KEYS": "BENCHKEY01=\(keyFile)",
-            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000", "STORELEDGER_LOG_LEVEL": "warning",
-        ], onExit: .ignore))
-        defer { supervisor.stopAll(grace: .seconds(5)) }
+        // The broker in this process (or the one given), no database, the signer as a child.
+        var plan = try StackPlan.benchmark(partitions: 4)
+        plan.database = .none
+        if let bootstrap { plan.broker = .given(bootstrap) }
+        plan.environment = ["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000", "STORELEDGER_LOG_LEVEL": "warning"]
+        plan.children = [.signer(environment: ["STORELEDGER_SIGNING_KEYS": "BENCHKEY01=\(keyFile)"], onExit: .ignore)]
+        let stack = try LocalStack.start(plan)
+        defer { stack.stop(grace: .seconds(5)) }
+        let servers = stack.bootstrap
 
         var kafka = KafkaConfig(bootstrapServers: servers, clientId: "bench-sign")
         kafka.linger = .milliseconds(0)

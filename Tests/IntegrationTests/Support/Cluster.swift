@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import LocalStack
 import Postgres
 import Runtime
 import Simulator
@@ -8,22 +9,13 @@ import XCTest
 
 /// The real system for integration tests: `storeledger broker`, a private PostgreSQL, migrations,
 /// `storeledger ingest` and one `storeledger worker` per stage, each a separate process of the
-/// built binary. No fakes: this is what `storeledger dev` runs, with handles for the tests.
+/// built binary, booted by `LocalStack` as `storeledger dev` boots them. No fakes: handles for the tests.
 final class Cluster: @unchecked Sendable {
     // Safe: set once in start() on the test thread, read afterwards.
-    let supervisor: Supervisor
-    private(set) var bootstrap = ""
-    private(set) var ingestURL = ""
-    private(set) var databaseURL = ""
-    /// The broker's fault channel (`storeledger broker --control-port`, `BrokerFault`).
-    private(set) var controlURL = ""
-    /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`), and the broker's (`broker`).
-    private(set) var adminURLs: [String: String] = [:]
-    private var postgres: EmbeddedPostgres?
-    /// The streaming standby (`start(standby: true)`); `databaseURL` then names both servers.
-    private(set) var standby: EmbeddedPostgres?
+    private(set) var stack: LocalStack?
+    /// Each stage's admin server (`/healthz`, `/readyz`, `/metrics`), the broker's (`broker`), ingest's own URL (`ingest`).
+    var adminURLs: [String: String] { stack?.readinessURLs ?? [:] }
     /// What every stage worker was started with, for members added later (`addMember`).
-    private var workerEnvironment: [String: String] = [:]
     private var workerExit: Supervisor.ExitPolicy = .ignore
     private var memberCount: [String: Int] = [:]
 
@@ -34,19 +26,21 @@ final class Cluster: @unchecked Sendable {
     /// Where every process's log lines go when the test reads them (nil: the test's stderr).
     let logFile: String?
 
-    /// - Parameter logFile: run each process as `/bin/sh -c 'exec storeledger ... 2>>logFile'`
-    ///   (exec keeps one pid: the process's own), so a test can read every log line.
+    /// - Parameter logFile: append every process's standard error to this file, so a test can read every log line.
     init(logFile: String? = nil) throws {
         self.logFile = logFile
-        supervisor = Supervisor(executable: logFile == nil ? try Cluster.binary() : "/bin/sh")
     }
 
-    /// A child of this cluster's supervisor, wrapped so its stderr lands in `logFile` when set.
-    func child(_ role: String, _ arguments: [String], environment: [String: String], onExit: Supervisor.ExitPolicy = .ignore) throws -> Supervisor.Child {
-        guard let logFile else { return .init(role: role, arguments: arguments, environment: environment, onExit: onExit) }
-        return .init(role: role, arguments: ["-c", "exec \"$0\" \"$@\" 2>>\"\(logFile)\"", try Cluster.binary()] + arguments,
-                     environment: environment, onExit: onExit)
-    }
+    var supervisor: Supervisor { stack!.supervisor }
+    var bootstrap: String { stack?.bootstrap ?? "" }
+    var ingestURL: String { stack?.ingestURL ?? "" }
+    var databaseURL: String { stack?.databaseURL ?? "" }
+    /// The broker's fault channel (`storeledger broker --control-port`, `BrokerFault`).
+    var controlURL: String { stack?.controlURL ?? "" }
+    var standby: EmbeddedPostgres? { stack?.standby }
+    private var postgres: EmbeddedPostgres? { stack?.postgres }
+    /// KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL and what `start` gave every process.
+    var environment: [String: String] { stack?.environment ?? [:] }
 
     /// The built `storeledger` executable (scripts/test.sh exports STORELEDGER_BIN).
     static func binary() throws -> String {
@@ -62,72 +56,45 @@ final class Cluster: @unchecked Sendable {
         return candidate
     }
 
+    /// The tests' broker-first plan: 4 partitions, the fault channel, stderr to `logFile` (or ours).
+    static func plan(logFile: String? = nil, partitions: Int = 4) throws -> StackPlan {
+        var plan = StackPlan(executable: try binary())
+        plan.partitions = partitions
+        plan.brokerControl = true
+        plan.brokerExit = .ignore
+        plan.brokerEnvironment = ["STORELEDGER_LOG_LEVEL": "warning"]
+        plan.stderr = .relay(to: logFile)
+        return plan
+    }
+
     /// - Parameter workerExit: what the supervisor does when a worker dies (tests that SIGKILL workers restart them).
     /// - Parameter standby: also run a synchronous streaming standby of PostgreSQL; every process gets
     ///   the multi-host `DATABASE_URL` with `target_session_attrs=read-write` (`failOver()`).
-    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore, standby withStandby: Bool = false) throws {
-        let address = Mutex<(bootstrap: String?, control: String?)>((nil, nil))
-        let ready = DispatchSemaphore(value: 0)
-        // The broker's own /metrics (`--admin-port`), beside the stages' admin servers.
-        let brokerAdmin = try FreePort.loopback()
-        adminURLs["broker"] = "http://127.0.0.1:\(brokerAdmin)"
-        try supervisor.start(try child("broker", ["broker", "--partitions", "4", "--control-port", "0", "--admin-port", String(brokerAdmin)],
-                                       environment: ["STORELEDGER_LOG_LEVEL": "warning"])) { line in
-            // CONTROL= is printed before BOOTSTRAP=, which is the signal.
-            if line.hasPrefix("CONTROL=") { address.withLock { $0.control = String(line.dropFirst(8)) } }
-            if line.hasPrefix("BOOTSTRAP=") {
-                address.withLock { $0.bootstrap = String(line.dropFirst(10)) }
-                ready.signal()
-            }
-        }
-        guard ready.wait(timeout: .now() + 30) == .success, let servers = address.withLock({ $0.bootstrap }) else {
-            throw ClusterError("broker did not start")
-        }
-        bootstrap = servers
-        controlURL = address.withLock { $0.control } ?? ""
-        let server = try EmbeddedPostgres.start()
-        postgres = server
-        databaseURL = server.url
-        if withStandby {
-            let copy = try server.startStandby()
-            standby = copy
-            databaseURL = EmbeddedPostgres.failoverURL([server, copy])
-        }
-        try runOnce(["migrate", "--database-url", databaseURL])
-
-        let port = try FreePort.loopback()
-        ingestURL = "http://127.0.0.1:\(port)"
-        var environment = ["KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": databaseURL,
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000", "STORELEDGER_KAFKA_FETCH_WAIT_MS": "10",
+    /// - Parameter extraChildren: more processes started with the stages (and waited for when they have a port).
+    func start(extraEnvironment: [String: String] = [:], workerExit: Supervisor.ExitPolicy = .ignore, standby withStandby: Bool = false,
+               extraChildren: [StackChild] = []) throws {
+        var plan = try Cluster.plan(logFile: logFile)
+        plan.database = .embedded(standby: withStandby)
+        var environment = ["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "3000", "STORELEDGER_KAFKA_FETCH_WAIT_MS": "10",
                            "STORELEDGER_LOG_LEVEL": ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"]
         // Credentials first, so a test's own settings (the simulator's V1 secret) win.
         environment.merge(TestCredentials.environment) { $1 }
         environment.merge(extraEnvironment) { $1 }
+        plan.environment = environment
         IngestCredential.apiKey = TestCredentials.serviceKey
-        try supervisor.start(try child("ingest", ["ingest", "--port", String(port)], environment: environment))
-        workerEnvironment = environment
+        plan.children = [.ingest(onExit: .ignore)] + (Cluster.stages + Cluster.relays).map { .worker($0, onExit: workerExit) } + extraChildren
         self.workerExit = workerExit
-        for stage in Cluster.stages + Cluster.relays {
-            let adminPort = try FreePort.loopback()
-            adminURLs[stage] = "http://127.0.0.1:\(adminPort)"
-            memberCount[stage] = 1
-            try supervisor.start(try child(stage, ["worker", stage, "--admin-port", String(adminPort)], environment: environment, onExit: workerExit))
-        }
-        try waitUntilReady(timeout: 60)
-        try waitUntil("ingest answers /healthz", timeout: 20) { (try? HTTP.get("\(self.ingestURL)/healthz").status) == 200 }
+        for stage in Cluster.stages + Cluster.relays { memberCount[stage] = 1 }
+        stack = try LocalStack.start(plan)
     }
 
     /// Waits until every stage's `/readyz` answers 200 (partitions held, nothing paused, no outage).
     func waitUntilReady(timeout: TimeInterval) throws {
-        try waitUntil("every stage answers /readyz with 200", timeout: timeout) {
-            (Cluster.stages + Cluster.relays).allSatisfy { stage in (try? HTTP.get("\(self.adminURLs[stage]!)/readyz", timeout: 2).status) == 200 }
-        }
+        try stack?.waitUntilReady(Cluster.stages + Cluster.relays, timeout: .seconds(timeout))
     }
 
     func stop() {
-        supervisor.stopAll()
-        postgres?.stop()
-        standby?.stop()
+        stack?.stop()
     }
 
     /// Starts one more member of `stage`'s consumer group (a `storeledger worker <stage>` like the
@@ -138,9 +105,7 @@ final class Cluster: @unchecked Sendable {
         let index = (memberCount[stage] ?? 1) + 1
         memberCount[stage] = index
         let role = MemberCounts.role(stage, member: index)
-        let adminPort = try FreePort.loopback()
-        adminURLs[role] = "http://127.0.0.1:\(adminPort)"
-        try supervisor.start(try child(role, ["worker", stage, "--admin-port", String(adminPort)], environment: workerEnvironment, onExit: workerExit))
+        try stack?.add(.worker(stage, role: role, onExit: workerExit))
         return role
     }
 
@@ -148,8 +113,7 @@ final class Cluster: @unchecked Sendable {
     /// batch) and returns its exit status: 0 when it stopped within the grace, by itself.
     @discardableResult
     func removeMember(_ role: String, grace: Duration = .seconds(20)) -> Int32? {
-        adminURLs.removeValue(forKey: role)
-        return supervisor.stop(role: role, grace: grace)
+        stack?.remove(role, grace: grace)
     }
 
     /// The roles of the current members of `stage` (the first keeps the stage's name).
@@ -173,15 +137,6 @@ final class Cluster: @unchecked Sendable {
 
     func kill(_ role: String, signal: Int32 = SIGKILL) {
         if let pid = supervisor.pid(of: role) { Foundation.kill(pid, signal) }
-    }
-
-    func runOnce(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = arguments
-        try process.run()
-        while process.isRunning { usleep(20_000) }
-        guard process.terminationStatus == 0 else { throw ClusterError("storeledger \(arguments.joined(separator: " ")) exited \(process.terminationStatus)") }
     }
 
     func database() throws -> PGConnection { try PGConnection(url: databaseURL) }
@@ -214,7 +169,10 @@ final class Cluster: @unchecked Sendable {
         return response
     }
 
-    func kafka(clientId: String = "integration-test") -> KafkaConfig {
+    func kafka(clientId: String = "integration-test") -> KafkaConfig { Cluster.kafka(bootstrap: bootstrap, clientId: clientId) }
+
+    /// The tests' client settings: short sessions and fetch waits (the embedded broker answers an empty fetch only after the wait).
+    static func kafka(bootstrap: String, clientId: String = "integration-test") -> KafkaConfig {
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
         config.sessionTimeout = .seconds(3)
         config.heartbeatInterval = .milliseconds(500)
@@ -229,7 +187,12 @@ final class Cluster: @unchecked Sendable {
 
     /// Reads whole topics from the beginning with one fresh consumer group.
     func readTopics(_ topics: [String], atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
-        let consumer = try KafkaConsumer(config: kafka(), groupId: "test-\(UUID().uuidString)", topics: topics)
+        try Cluster.readTopics(topics, bootstrap: bootstrap, atLeast: minimum, timeout: timeout)
+    }
+
+    /// Reads whole topics of the broker at `bootstrap` from the beginning with one fresh consumer group.
+    static func readTopics(_ topics: [String], bootstrap: String, atLeast minimum: Int = 0, timeout: TimeInterval = 15) throws -> [KafkaRecord] {
+        let consumer = try KafkaConsumer(config: kafka(bootstrap: bootstrap), groupId: "test-\(UUID().uuidString)", topics: topics)
         defer { consumer.close() }
         var records: [KafkaRecord] = []
         let deadline = Date().addingTimeInterval(timeout)

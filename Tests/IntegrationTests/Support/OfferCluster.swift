@@ -1,5 +1,6 @@
 import Domain
 import Foundation
+import LocalStack
 import Runtime
 import Synchronization
 import TestSupport
@@ -7,13 +8,12 @@ import XCTest
 
 /// The cluster plus what offers need: a catalog with intro variants and promotional offers (given to
 /// ingest and classify through STORELEDGER_CATALOG) and a `storeledger signer` process holding the
-/// generated offer key (TestSupport.GeneratedPKI). The signer runs under `/bin/sh -c 'exec storeledger signer 2>LOG'`
-/// so its log lines can be inspected (exec keeps one pid: the signer's).
+/// generated offer key (TestSupport.GeneratedPKI), started with the stages; its standard error is
+/// relayed to `signerLogPath` so its log lines can be inspected.
 final class OfferCluster: @unchecked Sendable {
     // Safe: set once in start() on the test thread, read afterwards.
     let cluster: Cluster
     let directory: URL
-    private(set) var signerSupervisor: Supervisor?
     var catalogPath: String { directory.appendingPathComponent("catalog.json").path }
     var signerLogPath: String { directory.appendingPathComponent("signer.log").path }
     var signerMetricsPath: String { directory.appendingPathComponent("signer.prom").path }
@@ -50,8 +50,8 @@ final class OfferCluster: @unchecked Sendable {
     func start(extraEnvironment: [String: String] = [:]) throws {
         try JSONEncoder().encode(Self.catalog).write(to: URL(fileURLWithPath: catalogPath))
         try cluster.start(extraEnvironment: ["STORELEDGER_CATALOG": catalogPath,
-                                             "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)].merging(extraEnvironment) { $1 })
-        try startSigner()
+                                             "STORELEDGER_OFFER_SIGN_TIMEOUT_MS": String(Self.signTimeoutMs)].merging(extraEnvironment) { $1 },
+                          extraChildren: [try signer()])
         try waitUntilSigning()
     }
 
@@ -66,24 +66,19 @@ final class OfferCluster: @unchecked Sendable {
         }
     }
 
-    func startSigner() throws {
-        let supervisor = Supervisor(executable: "/bin/sh")
-        let binary = try Cluster.binary()
-        try supervisor.start(.init(role: "signer", arguments: ["-c", "exec \"$0\" signer 2>>\"$1\"", binary, signerLogPath], environment: [
-            "KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+    private func signer() throws -> StackChild {
+        .signer(environment: [
             "STORELEDGER_SIGNING_KEYS": "\(Self.keyId)=\(try Self.signingKeyPath)",
             "STORELEDGER_SIGNING_ISSUER_ID": Self.issuerId,
             "STORELEDGER_SIGNER_METRICS_FILE": signerMetricsPath,
             "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000",
             "STORELEDGER_LOG_LEVEL": "info",
-        ], onExit: .ignore))
-        signerSupervisor = supervisor
+        ], onExit: .ignore, stderr: .relay(to: signerLogPath))
     }
 
-    var signerPid: Int32? { signerSupervisor?.pid(of: "signer") }
+    var signerPid: Int32? { cluster.supervisor.pid(of: "signer") }
 
     func stop() {
-        signerSupervisor?.stopAll()
         cluster.stop()
         try? FileManager.default.removeItem(at: directory)
     }

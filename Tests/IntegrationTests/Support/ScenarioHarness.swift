@@ -56,9 +56,9 @@ final class ScenarioWorld: @unchecked Sendable {
         stub = try ScenarioVerifyReceiptStub()
         cluster = try Cluster()
         do {
+            // A boot that fails stops what it started; the stub is ours to stop.
             try cluster.start(extraEnvironment: try ScenarioBodies.clusterEnvironment(verifyReceiptURL: stub.url))
         } catch {
-            cluster.stop()
             stub.stop()
             throw error
         }
