@@ -25,33 +25,35 @@ let package = Package(
 
         // Adapters: the only modules that import the C targets.
         .target(name: "Kafka", dependencies: ["CRdKafka", "Runtime"], path: "Sources/Shared/Kafka", swiftSettings: strict),
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Runtime", "CivilCalendar"], path: "Sources/Shared/Postgres", swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Configuration", "Runtime", "CivilCalendar"], path: "Sources/Shared/Postgres", swiftSettings: strict),
         .target(name: "Crypto", dependencies: ["COpenSSL", "CivilCalendar"], path: "Sources/Shared/Crypto", swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Runtime"], path: "Sources/Shared/HTTPServer", swiftSettings: strict),
 
         // Runtime: process plumbing (logs, metrics, services, child processes, admin sockets); not pure.
         // CivilCalendar and Domain: pure code, no I/O.
-        .target(name: "Runtime", path: "Sources/Shared/Runtime", swiftSettings: strict),
+        // Configuration: the one list of settings and their reader (Foundation only, so every module may use it).
+        .target(name: "Configuration", path: "Sources/Shared/Configuration", swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Configuration"], path: "Sources/Shared/Runtime", swiftSettings: strict),
         .target(name: "CivilCalendar", path: "Sources/Shared/CivilCalendar", swiftSettings: strict),
         .target(name: "Domain", dependencies: ["CivilCalendar"], path: "Sources/Shared/Domain", swiftSettings: strict),
         // Client credentials: API keys (hashed), end-user JWTs, rate limits. Pure apart from OpenSSL's verify.
-        .target(name: "Auth", dependencies: ["Crypto"], path: "Sources/Shared/Auth", swiftSettings: strict),
-        .target(name: "AppleDecoding", dependencies: ["Domain", "Crypto", "CivilCalendar"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
+        .target(name: "Auth", dependencies: ["Configuration", "Crypto"], path: "Sources/Shared/Auth", swiftSettings: strict),
+        .target(name: "AppleDecoding", dependencies: ["Configuration", "Domain", "Crypto", "CivilCalendar"], path: "Sources/Shared/AppleDecoding", swiftSettings: strict),
         // The App Store Server API client (outbound HTTP; tokens come from the signer).
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
         // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
-        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
+        .target(name: "Ingest", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
-        .target(name: "Stages", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
+        .target(name: "Stages", dependencies: ["Configuration", "Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
-        .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
+        .target(name: "Signer", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),
-        .target(name: "Simulator", dependencies: ["CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
+        .target(name: "Simulator", dependencies: ["Configuration", "CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
         .executableTarget(name: "CLI",
-                          dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
+                          dependencies: ["Configuration", "Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
                                          "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/CLI", swiftSettings: strict),
 
@@ -59,6 +61,7 @@ let package = Package(
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
         .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "DomainTests", dependencies: ["TestSupport", "CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
+        .testTarget(name: "ConfigurationTests", dependencies: ["Configuration"], path: "Tests/ConfigurationTests", swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
@@ -74,7 +77,7 @@ let package = Package(
         .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Stages", "AppleDecoding", "Domain", "Kafka", "Runtime",
                                                           "Crypto"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
-        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
+        .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Configuration", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
                                                             "Signer", "AppStoreServerAPI", "HTTPServer"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
@@ -83,6 +86,6 @@ let package = Package(
 // Fuzz targets (scripts/fuzz.sh builds them with -sanitize=fuzzer,address and -DSTORELEDGER_FUZZING;
 // a plain build makes replay tools that run saved inputs through the same entry point).
 package.targets += ["FuzzReceipt", "FuzzJWS", "FuzzNotification", "FuzzPipeline"].map { name in
-    .executableTarget(name: name, dependencies: ["AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
+    .executableTarget(name: name, dependencies: ["Configuration", "AppleDecoding", "Crypto", "Domain"], path: "Sources/Fuzz/\(name)",
                       swiftSettings: strict)
 }

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 import Postgres
@@ -68,11 +69,11 @@ struct DevCommand: CLICommand {
         _ = try Migrator.migrate(try PGConnection(url: databaseURL), Schema.migrations)
 
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
-        var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,
-                           "STORELEDGER_KAFKA_FETCH_WAIT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
-        if let catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") {
-            environment["STORELEDGER_CATALOG"] = catalog
+        var environment = [Setting.kafkaBootstrapServers.name: servers, Setting.databaseURL.name: databaseURL,
+                           Setting.kafkaFetchWaitMs.name: Environment.given(.kafkaFetchWaitMs) ?? "10",
+                           Setting.kafkaSessionTimeoutMs.name: Environment.given(.kafkaSessionTimeoutMs) ?? "6000"]
+        if let catalog = Environment.value(arguments, option: "catalog", setting: .catalog) {
+            environment[Setting.catalog.name] = catalog
         }
         let demo = arguments.has("demo") ? try prepareDemo() : nil
         if let demo { environment.merge(demo.environment) { $1 } }
@@ -85,20 +86,20 @@ struct DevCommand: CLICommand {
                                                    environment: environment))
         var pids = ["broker": brokerPid, "ingest": ingestPid]
         var signerEnvironment = environment
-        signerEnvironment["STORELEDGER_SIGNING_KEYS"] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
-        signerEnvironment["STORELEDGER_SIGNING_DEFAULT_KEY_ID"] = DevSigningKey.keyId
-        signerEnvironment["STORELEDGER_SIGNING_ISSUER_ID"] = credentials.issuerId
+        signerEnvironment[Setting.signingKeys.name] = "\(DevSigningKey.keyId)=\(keyDirectory.keyFile)"
+        signerEnvironment[Setting.signingDefaultKeyId.name] = DevSigningKey.keyId
+        signerEnvironment[Setting.signingIssuerId.name] = credentials.issuerId
         pids["signer"] = try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: signerEnvironment))
         var admin: [String: String] = ["broker": "http://127.0.0.1:\(brokerAdminPort)"]
-        // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
-        let webhooks = ProcessInfo.processInfo.environment["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
+        // Webhook delivery only when endpoints are configured (Setting.webhooks, docs/webhooks.md).
+        let webhooks = Environment.given(.webhooks) != nil
         // --workers: more members of a stage join its consumer group and share its partitions.
         for stage in DevCommand.stages + (webhooks ? ["webhooks"] : []) {
             // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
             // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
             // where linger batches the writes of concurrent requests.
             var stageEnvironment = environment
-            stageEnvironment["STORELEDGER_KAFKA_LINGER_MS"] = ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"
+            stageEnvironment[Setting.kafkaLingerMs.name] = Environment.given(.kafkaLingerMs) ?? "0"
             for member in 1...members.members(of: stage) {
                 let role = MemberCounts.role(stage, member: member)
                 let adminPort = try FreePort.loopback()

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import HTTPServer
 import Postgres
@@ -24,7 +25,7 @@ enum E2EBench {
         let runs = try arguments.int("runs", default: quick ? 1 : 3)
         let rateSeconds = Double(try arguments.int("seconds", default: quick ? 6 : 12))
         let flatEvents = try arguments.int("events", default: quick ? 4_000 : 9_000)
-        let connections = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_CONNECTIONS"] ?? "") ?? 64
+        let connections = try Environment.read(arguments, BenchConfiguration.init).connections
         let trivialSeconds = quick ? 3.0 : 5.0
         guard runs >= 1, rateSeconds >= 1, flatEvents >= 100 else { throw UsageError("--runs ≥ 1, --seconds ≥ 1, --events ≥ 100") }
 
@@ -58,7 +59,7 @@ enum E2EBench {
 
         let dev = try DevProcess.start(environment: setup.environment, partitions: 12)
         defer { dev.stop() }
-        guard let databaseURL = dev.values["DATABASE_URL"] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
+        guard let databaseURL = dev.values[Setting.databaseURL.name] else { throw PipelineBenchFailure("dev printed no DATABASE_URL") }
         let db = try PGConnection(url: databaseURL)
         var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.values["POSTGRES_DIR"])
         // The bench's own queries (progress and commit times) are not the pipeline's work.

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -18,8 +19,8 @@ struct RecoverCommand: CLICommand {
     notifications --from T --to T [--only-failures] [--environment Production,Sandbox] [--dry-run] [--json] \
     [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
        T: ms since 1970 or ISO 8601 (2026-11-30T00:00:00Z); Apple keeps 180 days.
-       Environment: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_APP_APPLE_ID, STORELEDGER_ENVIRONMENT (as decode),
-       STORELEDGER_API_PRODUCTION_URL / STORELEDGER_API_SANDBOX_URL (default Apple's), STORELEDGER_API_KEY_ID,
+       Environment: \(Setting.appleRoots), \(Setting.bundleId), \(Setting.appAppleId), \(Setting.environment) (as decode),
+       \(Setting.apiProductionURL) / \(Setting.apiSandboxURL) (default Apple's), \(Setting.apiKeyId),
        KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (optional: skips notifications the dedupe stage already saw).
     """
     let optionNames: Set<String> = ["from", "to", "environment", "bootstrap", "database-url", "key-id", "max-pages"]
@@ -152,7 +153,7 @@ enum RecoveryTime {
         }
     }
 
-    static func baseURLs(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> APIBaseURLs {
+    static func baseURLs(_ env: [String: String]) throws -> APIBaseURLs {
         func url(_ name: String, _ fallback: URL) throws -> URL {
             guard let text = env[name], !text.isEmpty else { return fallback }
             guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http" else {
@@ -160,8 +161,8 @@ enum RecoveryTime {
             }
             return url
         }
-        return APIBaseURLs(production: try url("STORELEDGER_API_PRODUCTION_URL", APIBaseURLs.appleProduction),
-                           sandbox: try url("STORELEDGER_API_SANDBOX_URL", APIBaseURLs.appleSandbox))
+        return APIBaseURLs(production: try url(Setting.apiProductionURL.name, APIBaseURLs.appleProduction),
+                           sandbox: try url(Setting.apiSandboxURL.name, APIBaseURLs.appleSandbox))
     }
 }
 

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -18,10 +19,10 @@ final class ServerAPISession: Sendable {
     let tokens: CachingTokenProvider
 
     init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
-        let decoding = try AppleDecodingConfiguration.fromEnvironment()
+        let decoding = try AppleDecodingConfiguration.fromEnvironment(Environment.variables)
         try decoding.validate()
         guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
-            throw UsageError("STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID are required: every answer from Apple is verified")
+            throw UsageError("\(Setting.appleRoots) and \(Setting.bundleId) are required: every answer from Apple is verified")
         }
         verifier = try SignedDataVerifier(roots: decoding.appleRoots, bundleId: bundleId, appAppleId: decoding.appAppleId,
                                           environments: decoding.environments, strictChecks: decoding.strictX509)
@@ -35,14 +36,14 @@ final class ServerAPISession: Sendable {
         }
         tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
                                                                      exchange: exchange.exchange).token)
-        var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
+        var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs(Environment.variables))
         settings.maxPages = maxPages
         client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
     }
 
     convenience init(_ arguments: Arguments, clientId: String, maxPages: Int = 50) throws {
         try self.init(kafka: try Environment.kafka(arguments, clientId: clientId),
-                      keyId: Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID"), maxPages: maxPages)
+                      keyId: Environment.value(arguments, option: "key-id", setting: .apiKeyId), maxPages: maxPages)
     }
 
     func close() { exchange.close() }

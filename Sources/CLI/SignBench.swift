@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -121,8 +122,8 @@ enum SignBench {
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
         let supervisor = Supervisor(executable: try executablePath())
         try supervisor.start(.init(role: "signer", arguments: ["signer"], environment: [
-            "KAFKA_BOOTSTRAP_SERVERS": servers, "STORELEDGER_SIGNING_KEYS": "BENCHKEY01=\(keyFile)",
-            "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000", "STORELEDGER_LOG_LEVEL": "warning",
+            Setting.kafkaBootstrapServers.name: servers, Setting.signingKeys.name: "BENCHKEY01=\(keyFile)",
+            Setting.kafkaSessionTimeoutMs.name: "6000", Setting.logLevel.name: "warning",
         ], onExit: .ignore))
         defer { supervisor.stopAll(grace: .seconds(5)) }
 

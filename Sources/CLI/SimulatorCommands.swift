@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Foundation
 import Runtime
 import Simulator
@@ -77,8 +78,8 @@ struct SimulateCommand: CLICommand {
             ingestURL = started.ingestURL
             print("StoreLedger is up at \(ingestURL)")
         } else {
-            guard let given = arguments.value("ingest") ?? ProcessInfo.processInfo.environment["STORELEDGER_INGEST_URL"] else {
-                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set STORELEDGER_API_KEY to one of its service keys) or --dev")
+            guard let given = Environment.value(arguments, option: "ingest", setting: .ingestURL) else {
+                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set \(Setting.apiKey) to one of its service keys) or --dev")
             }
             ingestURL = given
         }
@@ -94,7 +95,7 @@ struct SimulateCommand: CLICommand {
     }
 
     static var defaultDirectory: String {
-        (ProcessInfo.processInfo.environment["HOME"] ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
+        (Environment.given(.home) ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
     }
 
     private func runScenarios(_ arguments: Arguments, store: AppStore, setup: SimulatorSetup, ingestURL: String,
@@ -185,17 +186,17 @@ final class DevProcess: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         process.arguments = ["dev", "--port", "0", "--partitions", String(partitions)] + extraArguments
-        var env = ProcessInfo.processInfo.environment
+        var env = Environment.variables
         env.merge(environment) { $1 }
         // dev takes this key as its service key; the simulator presents it.
         let key = try APIKeyRing.generateKey(prefix: "slk_sim")
-        env["STORELEDGER_DEV_API_KEY"] = key
+        env[Setting.devAPIKey.name] = key
         IngestCredential.apiKey = key
         // A load generator is one service key at any rate asked for: lift that key's limit only.
-        env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = env["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
-        env["STORELEDGER_LOG_LEVEL"] = env["STORELEDGER_LOG_LEVEL"] ?? "warning"
+        env[Setting.rateLimitServicePerSecond.name] = env[Setting.rateLimitServicePerSecond.name] ?? "1000000"
+        env[Setting.logLevel.name] = env[Setting.logLevel.name] ?? "warning"
         // dev stops everything when the simulator dies, even by SIGKILL (a defer does not run then).
-        env["STORELEDGER_PARENT_PID"] = String(getpid())
+        env[Setting.parentPid.name] = String(getpid())
         process.environment = env
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -216,7 +217,7 @@ final class DevProcess: Sendable {
                     if line.hasPrefix("PID "), let equals = line.firstIndex(of: "="), let pid = Int32(line[line.index(after: equals)...]) {
                         found.withLock { $0.pids[String(line[line.index(line.startIndex, offsetBy: 4)..<equals])] = pid }
                     }
-                    for key in ["DATABASE_URL", "POSTGRES_DIR"] where line.hasPrefix(key + "=") {
+                    for key in [Setting.databaseURL.name, "POSTGRES_DIR"] where line.hasPrefix(key + "=") {
                         found.withLock { $0.values[key] = String(line.dropFirst(key.count + 1)) }
                     }
                 }

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -13,7 +14,7 @@ func fuzzOne(_ bytes: [UInt8]) {
 enum FuzzSetup {
     static let decoder: AppleInputDecoder = {
         var config = AppleDecodingConfiguration()
-        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_FIXTURES"] ?? "../shared/fixtures"
+        let fixtures = FuzzConfiguration.process.fixtures
         config.appleRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/apple-lib/certs/testCA.der")).map { [$0] } ?? []
         config.receiptRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/certs/apple-real/AppleIncRootCertificate.cer")).map { [$0] } ?? []
         config.bundleId = "com.example"

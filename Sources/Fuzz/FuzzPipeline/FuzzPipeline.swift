@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -147,7 +148,7 @@ enum FuzzSetup {
     /// local receipts against Apple's root, as FuzzNotification configures them.
     static let decoder: AppleInputDecoder = {
         var config = AppleDecodingConfiguration()
-        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_FIXTURES"] ?? "../shared/fixtures"
+        let fixtures = FuzzConfiguration.process.fixtures
         config.appleRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/apple-lib/certs/testCA.der")).map { [$0] } ?? []
         config.receiptRoots = (try? AppleDecodingConfiguration.loadCertificate(fixtures + "/certs/apple-real/AppleIncRootCertificate.cer")).map { [$0] } ?? []
         config.bundleId = "com.example"
@@ -205,11 +206,11 @@ enum Seeds {
 
 /// Fuzzing build (-DSTORELEDGER_FUZZING, -sanitize=fuzzer): hand control to libFuzzer's driver.
 /// Plain build: replay saved inputs (crashers, corpus files), `FuzzPipeline FILE...`.
-/// Either build: `STORELEDGER_FUZZ_WRITE_SEEDS=DIR FuzzPipeline` writes the synthetic seeds and exits.
+/// Either build: `Setting.fuzzWriteSeeds=DIR FuzzPipeline` writes the synthetic seeds and exits.
 @main
 struct Entry {
     static func main() {
-        if let directory = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_WRITE_SEEDS"] {
+        if let directory = FuzzConfiguration.process.writeSeeds {
             do { try Seeds.write(to: directory) } catch { print("cannot write seeds: \(error)"); exit(1) }
             exit(0)
         }

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 
@@ -27,8 +28,8 @@ public struct AppleDecodingConfiguration: Sendable {
 
     public init() {}
 
-    /// Reads `STORELEDGER_*` variables (see docs/configuration.md). Throws on anything unusable.
-    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> AppleDecodingConfiguration {
+    /// Reads the decode settings (`Setting.appleRoots` and the others of docs/configuration.md). Throws on anything unusable.
+    public static func fromEnvironment(_ env: [String: String]) throws -> AppleDecodingConfiguration {
         func value(_ name: String) -> String? {
             env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -36,42 +37,42 @@ public struct AppleDecodingConfiguration: Sendable {
             (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
         var config = AppleDecodingConfiguration()
-        config.appleRoots = try list("STORELEDGER_APPLE_ROOTS").map(loadCertificate)
-        config.receiptRoots = try list("STORELEDGER_RECEIPT_ROOTS").map(loadCertificate)
-        config.bundleId = value("STORELEDGER_BUNDLE_ID")
-        if let id = value("STORELEDGER_APP_APPLE_ID") {
-            guard let number = Int64(id) else { throw ConfigurationError("STORELEDGER_APP_APPLE_ID must be an integer, got \"\(id)\"") }
+        config.appleRoots = try list(Setting.appleRoots.name).map(loadCertificate)
+        config.receiptRoots = try list(Setting.receiptRoots.name).map(loadCertificate)
+        config.bundleId = value(Setting.bundleId.name)
+        if let id = value(Setting.appAppleId.name) {
+            guard let number = Int64(id) else { throw ConfigurationError("\(Setting.appAppleId) must be an integer, got \"\(id)\"") }
             config.appAppleId = number
         }
-        let environments = list("STORELEDGER_ENVIRONMENT")
+        let environments = list(Setting.environment.name)
         if !environments.isEmpty {
             config.environments = try environments.map { name in
                 guard let environment = AppStoreEnvironment(lenient: name) else {
-                    throw ConfigurationError("STORELEDGER_ENVIRONMENT: unknown environment \"\(name)\" (Production, Sandbox, Xcode, LocalTesting)")
+                    throw ConfigurationError("\(Setting.environment): unknown environment \"\(name)\" (Production, Sandbox, Xcode, LocalTesting)")
                 }
                 return environment
             }
         }
-        if let strict = value("STORELEDGER_X509_STRICT") { config.strictX509 = try flag(strict, "STORELEDGER_X509_STRICT") }
-        if let skip = value("STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION") {
-            config.skipLocalVerification = try flag(skip, "STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION")
+        if let strict = value(Setting.x509Strict.name) { config.strictX509 = try flag(strict, Setting.x509Strict.name) }
+        if let skip = value(Setting.skipLocalJWSVerification.name) {
+            config.skipLocalVerification = try flag(skip, Setting.skipLocalJWSVerification.name)
         }
-        config.v1SharedSecrets = list("STORELEDGER_V1_SHARED_SECRETS")
-        let urls = list("STORELEDGER_VERIFY_RECEIPT_URLS") + list("STORELEDGER_VERIFY_RECEIPT_URL")
+        config.v1SharedSecrets = list(Setting.v1SharedSecrets.name)
+        let urls = list(Setting.verifyReceiptURLs.name) + list(Setting.verifyReceiptURL.name)
         if !urls.isEmpty {
             guard urls.count <= 2, let production = URL(string: urls[0]), let sandbox = URL(string: urls.count == 2 ? urls[1] : urls[0]) else {
-                throw ConfigurationError("STORELEDGER_VERIFY_RECEIPT_URLS must be \"<production URL>,<sandbox URL>\"")
+                throw ConfigurationError("\(Setting.verifyReceiptURLs) must be \"<production URL>,<sandbox URL>\"")
             }
             config.verifyReceiptProductionURL = production
             config.verifyReceiptSandboxURL = sandbox
         }
-        config.verifyReceiptPassword = value("STORELEDGER_VERIFY_RECEIPT_PASSWORD") ?? config.v1SharedSecrets.first
-        if let exclude = value("STORELEDGER_EXCLUDE_OLD_TRANSACTIONS") {
-            config.excludeOldTransactions = try flag(exclude, "STORELEDGER_EXCLUDE_OLD_TRANSACTIONS")
+        config.verifyReceiptPassword = value(Setting.verifyReceiptPassword.name) ?? config.v1SharedSecrets.first
+        if let exclude = value(Setting.excludeOldTransactions.name) {
+            config.excludeOldTransactions = try flag(exclude, Setting.excludeOldTransactions.name)
         }
-        if let mode = value("STORELEDGER_RECEIPT_VALIDATION") {
+        if let mode = value(Setting.receiptValidation.name) {
             guard let parsed = ReceiptValidation(rawValue: mode.lowercased()) else {
-                throw ConfigurationError("STORELEDGER_RECEIPT_VALIDATION must be local or verify-receipt, got \"\(mode)\"")
+                throw ConfigurationError("\(Setting.receiptValidation) must be local or verify-receipt, got \"\(mode)\"")
             }
             config.receiptValidation = parsed
         } else if config.verifyReceiptProductionURL != nil, config.receiptRoots.isEmpty {
@@ -85,19 +86,19 @@ public struct AppleDecodingConfiguration: Sendable {
     public func validate() throws {
         let production = environments.contains(.production)
         if production, !strictX509 {
-            throw ConfigurationError("STORELEDGER_X509_STRICT=false is refused when Production data is accepted: only Apple's test chain needs it")
+            throw ConfigurationError("\(Setting.x509Strict)=false is refused when Production data is accepted: only Apple's test chain needs it")
         }
         if skipLocalVerification, environments.contains(where: { !$0.isLocal }) {
-            throw ConfigurationError("STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION is only allowed when STORELEDGER_ENVIRONMENT lists Xcode/LocalTesting alone")
+            throw ConfigurationError("\(Setting.skipLocalJWSVerification) is only allowed when \(Setting.environment) lists Xcode/LocalTesting alone")
         }
         if !appleRoots.isEmpty, bundleId == nil {
-            throw ConfigurationError("STORELEDGER_APPLE_ROOTS is set but STORELEDGER_BUNDLE_ID is not: V2 data is checked against the app's bundle id")
+            throw ConfigurationError("\(Setting.appleRoots) is set but \(Setting.bundleId) is not: V2 data is checked against the app's bundle id")
         }
         if !appleRoots.isEmpty, production, appAppleId == nil {
-            throw ConfigurationError("STORELEDGER_APP_APPLE_ID is required when Production data is accepted (or set STORELEDGER_ENVIRONMENT=Sandbox)")
+            throw ConfigurationError("\(Setting.appAppleId) is required when Production data is accepted (or set \(Setting.environment)=Sandbox)")
         }
         if receiptValidation == .verifyReceipt, verifyReceiptProductionURL == nil {
-            throw ConfigurationError("STORELEDGER_RECEIPT_VALIDATION=verify-receipt needs STORELEDGER_VERIFY_RECEIPT_URLS")
+            throw ConfigurationError("\(Setting.receiptValidation)=verify-receipt needs \(Setting.verifyReceiptURLs)")
         }
     }
 
