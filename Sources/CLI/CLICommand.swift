@@ -28,6 +28,9 @@ func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
         let arguments = try Arguments(argv, flagNames: command.flagNames.union(["help", "check-arguments"]))
         if arguments.has("help") {
             print("usage: storeledger \(command.name) \(command.usage)\n\n\(command.summary)")
+            let roles = command.roles(arguments)
+            let settings = Setting.all.filter { !$0.roles.isDisjoint(with: roles) }.map(\.name)
+            if !settings.isEmpty { print("\nsettings (storeledger config \(roles.sorted().map(\.rawValue).joined(separator: " ")) explains each):\n  \(settings.joined(separator: ", "))") }
             return 0
         }
         try arguments.rejectUnknown(allowed: command.optionNames.union(command.flagNames).union(["help", "check-arguments"]))

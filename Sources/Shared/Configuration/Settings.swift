@@ -6,7 +6,7 @@ extension Setting {
                                            doc: "Certificate files trusted for JWS (V2 notifications, signed transactions and renewal info).")
     public static let receiptRoots = Setting("STORELEDGER_RECEIPT_ROOTS", .list, roles: [.decode, .tools],
                                              doc: "Certificate files trusted for PKCS#7 app receipts.")
-    public static let bundleId = Setting("STORELEDGER_BUNDLE_ID", .text, roles: ProcessRole.appleVerifiers.union([.signer]),
+    public static let bundleId = Setting("STORELEDGER_BUNDLE_ID", .text, roles: ProcessRole.appleVerifiers,
                                          doc: "The app's bundle id: V2 data and receipts for another bundle are refused; put into offer signatures.")
     public static let appAppleId = Setting("STORELEDGER_APP_APPLE_ID", .text, roles: ProcessRole.appleVerifiers,
                                            doc: "The app's Apple id, required when Production is accepted.")
