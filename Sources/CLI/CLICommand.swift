@@ -69,10 +69,12 @@ struct Environment {
     static func read<Value>(_ arguments: Arguments, roles: Set<ProcessRole>? = nil, _ make: (inout ConfigurationReader) -> Value) throws -> Value {
         var flags: [String: String] = [:]
         for setting in Setting.all { if let flag = setting.flag, let value = arguments.value(flag) { flags[flag] = value } }
-        var reader = ConfigurationReader(environment: variables, flags: flags)
-        let value = make(&reader)
-        do { try reader.validate(roles: roles) } catch { throw UsageError(error.description) }
-        return value
+        return try read(flags: flags, roles: roles, make)
+    }
+
+    /// The same for settings that have no flag.
+    static func read<Value>(flags: [String: String] = [:], roles: Set<ProcessRole>? = nil, _ make: (inout ConfigurationReader) -> Value) throws -> Value {
+        do { return try ConfigurationReader.read(variables, flags: flags, roles: roles, make) } catch { throw UsageError(error.description) }
     }
 
     static func kafka(_ arguments: Arguments, clientId: String) throws -> KafkaConfig {

@@ -32,7 +32,7 @@ struct DoctorCommand: CLICommand {
             }
         }
         do {
-            let decoding = try AppleDecodingConfiguration.fromEnvironment(Environment.variables)
+            let decoding = try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init))
             try decoding.validate()
             checks.append(Check(name: "configuration", ok: decoding.bundleId != nil,
                                 detail: "bundle \(decoding.bundleId ?? "<none: set \(Setting.bundleId)>"), environments "

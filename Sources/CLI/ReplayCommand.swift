@@ -53,7 +53,7 @@ struct ReplayCommand: CLICommand {
         } catch let error as ReplayUsageError {
             throw UsageError("\(Setting.testWrongRule): \(error.description)")
         }
-        let decoder = request.stage == .decode ? try AppleDecodingConfiguration.fromEnvironment(Environment.variables).makeDecoder() : nil
+        let decoder = request.stage == .decode ? try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder() : nil
         let engine = ReplayEngine(kafka: try Environment.kafka(arguments, clientId: "storeledger-replay"), databaseURL: databaseURL,
                                   catalog: try loadReplayCatalog(arguments), decoder: decoder, wrongRules: wrongRules)
         let terminal = isatty(STDERR_FILENO) == 1

@@ -19,7 +19,7 @@ final class ServerAPISession: Sendable {
     let tokens: CachingTokenProvider
 
     init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
-        let decoding = try AppleDecodingConfiguration.fromEnvironment(Environment.variables)
+        let decoding = try AppleDecodingConfiguration(Environment.read(DecodingConfiguration.init))
         try decoding.validate()
         guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
             throw UsageError("\(Setting.appleRoots) and \(Setting.bundleId) are required: every answer from Apple is verified")

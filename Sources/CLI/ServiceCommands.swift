@@ -182,7 +182,7 @@ struct IngestCommand: CLICommand {
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
         config.adminReads = config.databaseURL.map { AdminReads.routes(databaseURL: $0) }
         config.offers = OfferSettings(ingest)
-        config.security = try EdgeSecuritySettings.fromEnvironment(Environment.variables)
+        config.security = try EdgeSecuritySettings(Environment.read(arguments, EdgeConfiguration.init))
         if ingest.serverAPIRoutes {
             config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
         }
@@ -237,12 +237,12 @@ struct WorkerCommand: CLICommand {
         switch stageName {
         case "decode":
             // The decode settings (Setting.all), validated at startup (docs/configuration.md).
-            logic = DecodeStage(decoder: try AppleDecodingConfiguration.fromEnvironment(Environment.variables).makeDecoder())
+            logic = DecodeStage(decoder: try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder())
         case "dedupe": logic = DedupeStage(rule: wrongRules.dedupe)
         case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments), wrongRules: wrongRules)
         case "membership": logic = MembershipStage()
         case "consumption":
-            let policy = try ConsumptionPolicy.fromEnvironment(Environment.variables)
+            let policy = try ConsumptionPolicy(Environment.read(arguments, ConsumptionConfiguration.init))
             let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
             session = api
             logic = ConsumptionStage(policy: policy) { transactionId, request, environment in

@@ -36,34 +36,26 @@ public struct EdgeSecuritySettings: Sendable {
         self.adminLimit = adminLimit
     }
 
-    public static func fromEnvironment(_ env: [String: String]) throws -> EdgeSecuritySettings {
-        func value(_ name: String) -> String? {
-            env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-        }
-        let secrets = (value(Setting.v1SharedSecrets.name) ?? "").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        let insecure = value(insecureV1Variable) == "true"
-        guard !secrets.isEmpty || insecure else {
+    /// From ingest's access settings (`EdgeConfiguration`), validated at startup.
+    public init(_ edge: EdgeConfiguration) throws {
+        let insecure = edge.insecureAcceptV1WithoutSharedSecret
+        guard !edge.v1SharedSecrets.isEmpty || insecure else {
             throw EdgeConfigurationError("\(Setting.v1SharedSecrets) is not set: anyone could forge a V1 notification. Set Apple's shared secret, "
-                + "or \(insecureV1Variable)=true for a test setup that must accept V1 unverified")
+                + "or \(Self.insecureV1Variable)=true for a test setup that must accept V1 unverified")
         }
-        var settings = EdgeSecuritySettings(auth: try AuthConfiguration.fromEnvironment(env), v1SharedSecrets: secrets, insecureUnverifiedV1: insecure)
-        switch value(Setting.metricsAccess.name) ?? "public" {
-        case "public": settings.metricsNeedAdmin = false
-        case "admin": settings.metricsNeedAdmin = true
+        self.init(auth: try AuthConfiguration(edge.auth), v1SharedSecrets: edge.v1SharedSecrets, insecureUnverifiedV1: insecure)
+        switch edge.metricsAccess {
+        case "public": metricsNeedAdmin = false
+        case "admin": metricsNeedAdmin = true
         case let other: throw EdgeConfigurationError("\(Setting.metricsAccess) must be public or admin, not \(other)")
         }
-        func rate(_ name: String, _ limit: inout RateLimiter.Limit) throws {
-            guard let text = value(name) else { return }
-            guard let perSecond = Double(text), perSecond.isFinite, perSecond >= 0.01, perSecond <= 1_000_000 else {
-                throw EdgeConfigurationError("\(name) must be a number of requests per second in 0.01...1000000")
-            }
-            limit = .init(ratePerSecond: perSecond, burst: max(1, perSecond * 2))
+        // Bounds (0.01...1000000 requests/s) are the settings' own, checked by the reader.
+        func limit(_ perSecond: Double?, _ fallback: RateLimiter.Limit) -> RateLimiter.Limit {
+            perSecond.map { .init(ratePerSecond: $0, burst: max(1, $0 * 2)) } ?? fallback
         }
-        try rate(Setting.rateLimitServicePerSecond.name, &settings.serviceLimit)
-        try rate(Setting.rateLimitUserPerSecond.name, &settings.userLimit)
-        try rate(Setting.rateLimitAdminPerSecond.name, &settings.adminLimit)
-        return settings
+        serviceLimit = limit(edge.serviceRatePerSecond, serviceLimit)
+        userLimit = limit(edge.userRatePerSecond, userLimit)
+        adminLimit = limit(edge.adminRatePerSecond, adminLimit)
     }
 
     func limit(for principal: Principal) -> RateLimiter.Limit {

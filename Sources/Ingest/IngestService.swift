@@ -59,7 +59,7 @@ public final class IngestService: Sendable {
     private let bounded: BoundedReads
 
     public init(config: IngestConfig) throws {
-        let security = try config.security ?? EdgeSecuritySettings.fromEnvironment([:])
+        let security = try config.security ?? EdgeSecuritySettings(EdgeConfiguration())
         self.security = security
         var kafka = config.kafka
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.

@@ -28,58 +28,43 @@ public struct AppleDecodingConfiguration: Sendable {
 
     public init() {}
 
-    /// Reads the decode settings (`Setting.appleRoots` and the others of docs/configuration.md). Throws on anything unusable.
-    public static func fromEnvironment(_ env: [String: String]) throws -> AppleDecodingConfiguration {
-        func value(_ name: String) -> String? {
-            env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-        }
-        func list(_ name: String) -> [String] {
-            (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        var config = AppleDecodingConfiguration()
-        config.appleRoots = try list(Setting.appleRoots.name).map(loadCertificate)
-        config.receiptRoots = try list(Setting.receiptRoots.name).map(loadCertificate)
-        config.bundleId = value(Setting.bundleId.name)
-        if let id = value(Setting.appAppleId.name) {
-            guard let number = Int64(id) else { throw ConfigurationError("\(Setting.appAppleId) must be an integer, got \"\(id)\"") }
-            config.appAppleId = number
-        }
-        let environments = list(Setting.environment.name)
-        if !environments.isEmpty {
-            config.environments = try environments.map { name in
+    /// From the decode settings (`DecodingConfiguration`, docs/configuration.md): loads the
+    /// certificates and throws on anything unusable.
+    public init(_ settings: DecodingConfiguration) throws {
+        appleRoots = try settings.appleRoots.map(Self.loadCertificate)
+        receiptRoots = try settings.receiptRoots.map(Self.loadCertificate)
+        bundleId = settings.bundleId
+        appAppleId = settings.appAppleId
+        if !settings.environments.isEmpty {
+            environments = try settings.environments.map { name in
                 guard let environment = AppStoreEnvironment(lenient: name) else {
                     throw ConfigurationError("\(Setting.environment): unknown environment \"\(name)\" (Production, Sandbox, Xcode, LocalTesting)")
                 }
                 return environment
             }
         }
-        if let strict = value(Setting.x509Strict.name) { config.strictX509 = try flag(strict, Setting.x509Strict.name) }
-        if let skip = value(Setting.skipLocalJWSVerification.name) {
-            config.skipLocalVerification = try flag(skip, Setting.skipLocalJWSVerification.name)
-        }
-        config.v1SharedSecrets = list(Setting.v1SharedSecrets.name)
-        let urls = list(Setting.verifyReceiptURLs.name) + list(Setting.verifyReceiptURL.name)
+        strictX509 = settings.strictX509 ?? strictX509
+        skipLocalVerification = settings.skipLocalVerification ?? skipLocalVerification
+        v1SharedSecrets = settings.v1SharedSecrets
+        let urls = settings.verifyReceiptURLs
         if !urls.isEmpty {
             guard urls.count <= 2, let production = URL(string: urls[0]), let sandbox = URL(string: urls.count == 2 ? urls[1] : urls[0]) else {
                 throw ConfigurationError("\(Setting.verifyReceiptURLs) must be \"<production URL>,<sandbox URL>\"")
             }
-            config.verifyReceiptProductionURL = production
-            config.verifyReceiptSandboxURL = sandbox
+            verifyReceiptProductionURL = production
+            verifyReceiptSandboxURL = sandbox
         }
-        config.verifyReceiptPassword = value(Setting.verifyReceiptPassword.name) ?? config.v1SharedSecrets.first
-        if let exclude = value(Setting.excludeOldTransactions.name) {
-            config.excludeOldTransactions = try flag(exclude, Setting.excludeOldTransactions.name)
-        }
-        if let mode = value(Setting.receiptValidation.name) {
+        verifyReceiptPassword = settings.verifyReceiptPassword ?? v1SharedSecrets.first
+        excludeOldTransactions = settings.excludeOldTransactions ?? excludeOldTransactions
+        if let mode = settings.receiptValidation {
             guard let parsed = ReceiptValidation(rawValue: mode.lowercased()) else {
                 throw ConfigurationError("\(Setting.receiptValidation) must be local or verify-receipt, got \"\(mode)\"")
             }
-            config.receiptValidation = parsed
-        } else if config.verifyReceiptProductionURL != nil, config.receiptRoots.isEmpty {
-            config.receiptValidation = .verifyReceipt
+            receiptValidation = parsed
+        } else if verifyReceiptProductionURL != nil, receiptRoots.isEmpty {
+            receiptValidation = .verifyReceipt
         }
-        try config.validate()
-        return config
+        try validate()
     }
 
     /// Rules that keep a production deployment honest.
@@ -136,14 +121,6 @@ public struct AppleDecodingConfiguration: Sendable {
             return try X509Certificate(der: bytes)
         } catch {
             throw ConfigurationError("certificate file \(path) is not a DER or PEM certificate: \(error.message)")
-        }
-    }
-
-    private static func flag(_ text: String, _ name: String) throws -> Bool {
-        switch text.lowercased() {
-        case "1", "true", "yes", "on": return true
-        case "0", "false", "no", "off": return false
-        default: throw ConfigurationError("\(name) must be true or false, got \"\(text)\"")
         }
     }
 }

@@ -14,34 +14,29 @@ public struct AuthConfiguration: Sendable {
 
     public init(authenticator: Authenticator) { self.authenticator = authenticator }
 
-    public static func fromEnvironment(_ env: [String: String]) throws(AuthConfigurationError) -> AuthConfiguration {
-        func value(_ name: String) -> String? {
-            env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-        }
-        func files(_ name: String) -> [String] {
-            (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
+    /// Loads the key files the settings name and checks them (`ClientAuthConfiguration`).
+    public init(_ settings: ClientAuthConfiguration) throws(AuthConfigurationError) {
         func read(_ path: String, _ variable: String) throws(AuthConfigurationError) -> [UInt8] {
             guard let data = FileManager.default.contents(atPath: path) else { throw AuthConfigurationError("\(variable): cannot read \(path)") }
             return [UInt8](data)
         }
-        let service = try APIKeyRing.parse(value(Setting.apiKeys.name) ?? "", role: .service, variable: Setting.apiKeys.name)
-        let admin = try APIKeyRing.parse(value(Setting.adminKeys.name) ?? "", role: .admin, variable: Setting.adminKeys.name)
+        let service = try APIKeyRing.parse(settings.apiKeys, role: .service, variable: Setting.apiKeys.name)
+        let admin = try APIKeyRing.parse(settings.adminKeys, role: .admin, variable: Setting.adminKeys.name)
         if let clash = service.first(where: { s in admin.contains { $0.sha256 == s.sha256 } }) {
             throw AuthConfigurationError("key \(clash.name) is both a service and an admin key: give support a key of its own")
         }
         var keys: [JWTKey] = []
-        for path in files(Setting.jwtHS256SecretFiles.name) {
+        for path in settings.jwtHS256SecretFiles {
             var secret = try read(path, Setting.jwtHS256SecretFiles.name)
             while let last = secret.last, last == 0x0A || last == 0x0D { secret.removeLast() }
             guard secret.count >= 32 else { throw AuthConfigurationError("\(Setting.jwtHS256SecretFiles): \(path) holds fewer than 32 bytes") }
             keys.append(.hs256(secret: secret, kid: nil))
         }
-        for path in files(Setting.jwtPublicKeyFiles.name) {
+        for path in settings.jwtPublicKeyFiles {
             let text = String(decoding: try read(path, Setting.jwtPublicKeyFiles.name), as: UTF8.self)
             do { keys.append(try JWTKeySource.pem(text)) } catch { throw AuthConfigurationError("\(Setting.jwtPublicKeyFiles): \(path): \(error)") }
         }
-        if let path = value(Setting.jwtJWKSFile.name) {
+        if let path = settings.jwtJWKSFile {
             do {
                 let loaded = try JWTKeySource.jwks(try read(path, Setting.jwtJWKSFile.name))
                 guard !loaded.isEmpty else { throw AuthConfigurationError("no ES256 or RS256 signing key in it") }
@@ -50,15 +45,14 @@ public struct AuthConfiguration: Sendable {
         }
         var jwt: JWTVerifier?
         if !keys.isEmpty {
-            guard let issuer = value(Setting.jwtIssuer.name), let audience = value(Setting.jwtAudience.name) else {
+            guard let issuer = settings.jwtIssuer, let audience = settings.jwtAudience else {
                 throw AuthConfigurationError("end-user token keys are configured: set \(Setting.jwtIssuer) and \(Setting.jwtAudience) too")
             }
-            let leeway = value(Setting.jwtLeewaySeconds.name).map { Int64($0) } ?? 60
-            guard let leeway, (0...300).contains(leeway) else { throw AuthConfigurationError("\(Setting.jwtLeewaySeconds) must be 0...300") }
-            jwt = JWTVerifier(keys: keys, issuer: issuer, audience: audience, userClaim: value(Setting.jwtUserClaim.name) ?? "sub",
-                              leewaySeconds: leeway)
+            // Bounds: Setting.jwtLeewaySeconds (0...300), checked by the reader.
+            jwt = JWTVerifier(keys: keys, issuer: issuer, audience: audience, userClaim: settings.jwtUserClaim,
+                              leewaySeconds: settings.jwtLeewaySeconds)
         }
-        return AuthConfiguration(authenticator: Authenticator(apiKeys: APIKeyRing(entries: service + admin), jwt: jwt))
+        self.init(authenticator: Authenticator(apiKeys: APIKeyRing(entries: service + admin), jwt: jwt))
     }
 
     /// Whether any client credential can authenticate at all (else every client route is 401).

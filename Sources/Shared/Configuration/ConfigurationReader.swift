@@ -34,6 +34,15 @@ public struct ConfigurationReader: Sendable {
         self.flags = flags
     }
 
+    /// One configuration read from `environment` and `flags`, or every problem found.
+    public static func read<Value>(_ environment: [String: String], flags: [String: String] = [:], roles: Set<ProcessRole>? = nil,
+                                   _ make: (inout ConfigurationReader) -> Value) throws(InvalidConfiguration) -> Value {
+        var reader = ConfigurationReader(environment: environment, flags: flags)
+        let value = make(&reader)
+        try reader.validate(roles: roles)
+        return value
+    }
+
     /// The setting's text as given (flag first), `nil` when unset or empty.
     public func raw(_ setting: Setting) -> String? {
         if let flag = setting.flag, let value = flags[flag], !value.isEmpty { return value }
@@ -43,6 +52,11 @@ public struct ConfigurationReader: Sendable {
 
     public mutating func text(_ setting: Setting) -> String? { raw(setting) }
 
+    /// The text without surrounding spaces (`nil` when nothing is left).
+    public mutating func trimmed(_ setting: Setting) -> String? {
+        raw(setting).map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     /// Comma-separated values, trimmed, empty items dropped.
     public mutating func list(_ setting: Setting) -> [String] {
         (raw(setting) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -50,7 +64,7 @@ public struct ConfigurationReader: Sendable {
 
     /// An integer within the setting's bounds; `nil` when unset or wrong (the problem is recorded).
     public mutating func integer(_ setting: Setting) -> Int64? {
-        guard let text = raw(setting) else { return nil }
+        guard let text = trimmed(setting) else { return nil }
         let range = setting.bounds ?? Int64.min...Int64.max
         guard let value = Int64(text), range.contains(value) else {
             let bounds = range == Int64.min...Int64.max ? "an integer" : "an integer in \(range.lowerBound)...\(range.upperBound)"
@@ -62,7 +76,7 @@ public struct ConfigurationReader: Sendable {
 
     /// A finite number within the setting's bounds; `nil` when unset or wrong.
     public mutating func decimal(_ setting: Setting) -> Double? {
-        guard let text = raw(setting) else { return nil }
+        guard let text = trimmed(setting) else { return nil }
         let range: ClosedRange<Double> = if case .decimal(let bounds) = setting.kind { bounds } else { -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude }
         guard let value = Double(text), value.isFinite, range.contains(value) else {
             report(setting, "must be a number in \(range.lowerBound)...\(range.upperBound), got \(shown(setting, text))")
@@ -73,7 +87,7 @@ public struct ConfigurationReader: Sendable {
 
     /// `true`/`false` (any case; also 1/0, yes/no, on/off); `nil` when unset or wrong.
     public mutating func boolean(_ setting: Setting) -> Bool? {
-        guard let text = raw(setting) else { return nil }
+        guard let text = trimmed(setting) else { return nil }
         switch text.lowercased() {
         case "true", "1", "yes", "on": return true
         case "false", "0", "no", "off": return false
@@ -83,15 +97,15 @@ public struct ConfigurationReader: Sendable {
         }
     }
 
-    /// One of the setting's choices; `nil` when unset or unknown.
+    /// One of the setting's choices (in any case), as listed; `nil` when unset or unknown.
     public mutating func choice(_ setting: Setting) -> String? {
-        guard let text = raw(setting) else { return nil }
+        guard let text = trimmed(setting) else { return nil }
         guard case .choice(let choices) = setting.kind else { return text }
-        guard choices.contains(text) else {
+        guard let chosen = choices.first(where: { $0 == text.lowercased() }) else {
             report(setting, "must be one of \(choices.joined(separator: ", ")), got \(shown(setting, text))")
             return nil
         }
-        return text
+        return chosen
     }
 
     /// Records a problem found by a check across settings (or by a module's own parser).

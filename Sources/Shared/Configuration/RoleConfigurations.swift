@@ -205,3 +205,108 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         home = reader.text(.home)
     }
 }
+
+/// How Apple's signed data and receipts are verified: decode, and whoever checks Apple's answers
+/// with its settings. Certificate files are loaded by AppleDecoding (`AppleDecodingConfiguration`).
+public struct DecodingConfiguration: Sendable, Equatable {
+    public var appleRoots: [String] = []
+    public var receiptRoots: [String] = []
+    public var bundleId: String?
+    public var appAppleId: Int64?
+    public var environments: [String] = []
+    public var strictX509: Bool?
+    public var skipLocalVerification: Bool?
+    public var v1SharedSecrets: [String] = []
+    public var receiptValidation: String?
+    /// Both names' values, the newer first.
+    public var verifyReceiptURLs: [String] = []
+    public var verifyReceiptPassword: String?
+    public var excludeOldTransactions: Bool?
+
+    public init() {}
+
+    public init(_ reader: inout ConfigurationReader) {
+        appleRoots = reader.list(.appleRoots)
+        receiptRoots = reader.list(.receiptRoots)
+        bundleId = reader.trimmed(.bundleId)
+        appAppleId = reader.integer(.appAppleId)
+        environments = reader.list(.environment)
+        strictX509 = reader.boolean(.x509Strict)
+        skipLocalVerification = reader.boolean(.skipLocalJWSVerification)
+        v1SharedSecrets = reader.list(.v1SharedSecrets)
+        receiptValidation = reader.choice(.receiptValidation)
+        verifyReceiptURLs = reader.list(.verifyReceiptURLs) + reader.list(.verifyReceiptURL)
+        verifyReceiptPassword = reader.trimmed(.verifyReceiptPassword)
+        excludeOldTransactions = reader.boolean(.excludeOldTransactions)
+    }
+}
+
+/// Client credentials at the edge: API keys (as `name=sha256` lists) and end-user token keys.
+public struct ClientAuthConfiguration: Sendable, Equatable {
+    public var apiKeys = ""
+    public var adminKeys = ""
+    public var jwtIssuer: String?
+    public var jwtAudience: String?
+    public var jwtUserClaim = "sub"
+    public var jwtLeewaySeconds: Int64 = 60
+    public var jwtJWKSFile: String?
+    public var jwtPublicKeyFiles: [String] = []
+    public var jwtHS256SecretFiles: [String] = []
+
+    public init() {}
+
+    public init(_ reader: inout ConfigurationReader) {
+        apiKeys = reader.trimmed(.apiKeys) ?? ""
+        adminKeys = reader.trimmed(.adminKeys) ?? ""
+        jwtIssuer = reader.trimmed(.jwtIssuer)
+        jwtAudience = reader.trimmed(.jwtAudience)
+        jwtUserClaim = reader.trimmed(.jwtUserClaim) ?? jwtUserClaim
+        jwtLeewaySeconds = reader.integer(.jwtLeewaySeconds) ?? jwtLeewaySeconds
+        jwtJWKSFile = reader.trimmed(.jwtJWKSFile)
+        jwtPublicKeyFiles = reader.list(.jwtPublicKeyFiles)
+        jwtHS256SecretFiles = reader.list(.jwtHS256SecretFiles)
+    }
+}
+
+/// Ingest's access policy: client credentials, Apple's V1 secrets, metrics access, rate limits.
+public struct EdgeConfiguration: Sendable, Equatable {
+    public var auth = ClientAuthConfiguration()
+    public var v1SharedSecrets: [String] = []
+    /// Exactly `true` lets ingest start without a V1 secret (anything else keeps refusing).
+    public var insecureAcceptV1WithoutSharedSecret = false
+    public var metricsAccess = "public"
+    public var serviceRatePerSecond: Double?
+    public var userRatePerSecond: Double?
+    public var adminRatePerSecond: Double?
+
+    public init() {}
+
+    public init(_ reader: inout ConfigurationReader) {
+        auth = ClientAuthConfiguration(&reader)
+        v1SharedSecrets = reader.list(.v1SharedSecrets)
+        insecureAcceptV1WithoutSharedSecret = reader.trimmed(.insecureAcceptV1WithoutSharedSecret) == "true"
+        metricsAccess = reader.choice(.metricsAccess) ?? metricsAccess
+        serviceRatePerSecond = reader.decimal(.rateLimitServicePerSecond)
+        userRatePerSecond = reader.decimal(.rateLimitUserPerSecond)
+        adminRatePerSecond = reader.decimal(.rateLimitAdminPerSecond)
+    }
+}
+
+/// How `worker consumption` answers Apple's CONSUMPTION_REQUEST.
+public struct ConsumptionConfiguration: Sendable, Equatable {
+    public var customerConsented: Bool?
+    public var grantFullBelowPercent: Int?
+    public var declineFromPercent: Int?
+    public var declineAfterRefunds: Int?
+    public var policyName: String?
+
+    public init() {}
+
+    public init(_ reader: inout ConfigurationReader) {
+        customerConsented = reader.boolean(.consumptionConsent)
+        grantFullBelowPercent = reader.integer(.consumptionGrantFullBelowPercent).map { Int($0) }
+        declineFromPercent = reader.integer(.consumptionDeclineFromPercent).map { Int($0) }
+        declineAfterRefunds = reader.integer(.consumptionDeclineAfterRefunds).map { Int($0) }
+        policyName = reader.text(.consumptionPolicyName)
+    }
+}

@@ -8,7 +8,7 @@ extension Setting {
                                              doc: "Certificate files trusted for PKCS#7 app receipts.")
     public static let bundleId = Setting("STORELEDGER_BUNDLE_ID", .text, roles: ProcessRole.appleVerifiers,
                                          doc: "The app's bundle id: V2 data and receipts for another bundle are refused; put into offer signatures.")
-    public static let appAppleId = Setting("STORELEDGER_APP_APPLE_ID", .text, roles: ProcessRole.appleVerifiers,
+    public static let appAppleId = Setting("STORELEDGER_APP_APPLE_ID", .integer(Int64.min...Int64.max), roles: ProcessRole.appleVerifiers,
                                            doc: "The app's Apple id, required when Production is accepted.")
     public static let environment = Setting("STORELEDGER_ENVIRONMENT", .list, default: "Production,Sandbox", roles: ProcessRole.appleVerifiers,
                                             doc: "Environments accepted (Production, Sandbox, Xcode, LocalTesting).")
@@ -71,7 +71,7 @@ extension Setting {
                                                       doc: "Kafka bootstrap list.")
     public static let databaseURL = Setting("DATABASE_URL", .url, flag: "database-url", roles: ProcessRole.databaseClients, secret: true,
                                             doc: "PostgreSQL URL or conninfo string (its password is never printed).")
-    public static let logLevel = Setting("STORELEDGER_LOG_LEVEL", .choice(["debug", "info", "warning", "error"]), default: "info",
+    public static let logLevel = Setting("STORELEDGER_LOG_LEVEL", .choice(["debug", "info", "warning", "warn", "error"]), default: "info",
                                          roles: ProcessRole.everyProcess.union([.fuzz]), doc: "Lowest level logged (JSON lines on standard error).")
     public static let kafkaSessionTimeoutMs = Setting("STORELEDGER_KAFKA_SESSION_TIMEOUT_MS", .integer(1...3_600_000), default: "10000",
                                                       roles: ProcessRole.kafkaClients.union([.dev]), doc: "Consumer-group session timeout.")
