@@ -7,9 +7,10 @@ import Stages
 extension WorkerCommand {
     /// `storeledger worker relay`: publishes the membership outbox to storeledger.membership.events.
     func runRelay(_ arguments: Arguments) throws -> Int32 {
-        guard let url = Environment.databaseURL(arguments) else { throw UsageError("the relay needs --database-url or DATABASE_URL") }
+        let settings = try Environment.read(arguments, RelayConfiguration.init)
+        guard let url = settings.databaseURL else { throw UsageError("the relay needs --database-url or DATABASE_URL") }
         var config = OutboxRelayConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-relay"), databaseURL: url)
-        config.crashAfterPublishFlag = try Environment.read(arguments, RelayConfiguration.init).crashFlag
+        config.crashAfterPublishFlag = settings.crashFlag
         let relay = OutboxRelay(config: config)
         return try runServices(relay, reason: { "waiting for the relay lock or the broker" }, arguments,
                                logger: Logger(component: "worker.relay"))
@@ -35,7 +36,7 @@ struct WebhooksCommand: CLICommand {
     let optionNames: Set<String> = ["database-url", "webhooks"]
 
     static func loadConfig(_ arguments: Arguments) throws -> WebhookConfig {
-        guard let path = Environment.value(arguments, option: "webhooks", setting: .webhooks) else {
+        guard let path = try Environment.read(arguments, RelayConfiguration.init).webhooksPath else {
             throw UsageError("no webhook configuration: pass --webhooks FILE or set \(Setting.webhooks)")
         }
         do { return try WebhookConfig.load(path: path, environment: Environment.variables) } catch let error as WebhookConfigError { throw UsageError(error.description) }

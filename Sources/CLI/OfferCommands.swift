@@ -17,20 +17,20 @@ struct SignerCommand: CLICommand {
     let optionNames: Set<String> = ["bootstrap", "keys", "default-key-id", "issuer-id", "metrics-file", "group", "admin-port", "admin-host"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
-        guard let spec = Environment.value(arguments, option: "keys", setting: .signingKeys) else {
+        let settings = try Environment.read(arguments, SignerConfiguration.init)
+        guard let spec = settings.keys else {
             throw UsageError("no signing keys: pass --keys KEYID=/path/AuthKey.p8 or set \(Setting.signingKeys)")
         }
-        let ring = try SigningKeyRing.load(spec: spec, defaultKeyId: Environment.value(arguments, option: "default-key-id",
-                                                                                      setting: .signingDefaultKeyId))
+        let ring = try SigningKeyRing.load(spec: spec, defaultKeyId: settings.defaultKeyId)
         var sizing = NonceRegistry.Sizing()
-        if let perHour = try Environment.read(arguments, SignerConfiguration.init).noncesPerHour {
+        if let perHour = settings.noncesPerHour {
             sizing.expectedPerSlice = perHour
         }
-        let signer = OfferSigner(keys: ring, issuerId: Environment.value(arguments, option: "issuer-id", setting: .signingIssuerId),
+        let signer = OfferSigner(keys: ring, issuerId: settings.issuerId,
                                  nonces: NonceRegistry(sizing: sizing))
         var config = SignerWorkerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-signer"))
         config.groupId = arguments.value("group") ?? config.groupId
-        config.metricsFile = Environment.value(arguments, option: "metrics-file", setting: .signerMetricsFile)
+        config.metricsFile = settings.metricsFile
         print("SIGNER=\(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)
         // No admin socket unless --admin-port is given: the signer's default is to listen on nothing.

@@ -19,7 +19,7 @@ func startProcess(roles: Set<ProcessRole>, _ arguments: Arguments) throws {
     PGOptions.configureProcess(connectTimeoutSeconds: process.pgConnectTimeoutSeconds, statementTimeoutMs: process.pgStatementTimeoutMs)
     EmbeddedPostgres.configureBinDirectory(process.pgBinDirectory)
     // The simulator's app-side requests present this key unless a run sets its own.
-    if let key = Environment.given(.apiKey) { IngestCredential.apiKey = key }
+    if let key = try Environment.read(SimulatorConfiguration.init).apiKey { IngestCredential.apiKey = key }
 }
 
 /// Whose settings a command reads, by its name (and a worker's stage).

@@ -230,6 +230,7 @@ struct WorkerCommand: CLICommand {
         // Deliberately wrong rules for the replay tests only (issue 13; docs/configuration.md).
         let wrongRules: WrongRules
         let process = try Environment.read(arguments, roles: roles(arguments), ProcessConfiguration.init)
+        let stage = try Environment.read(arguments, StageConfiguration.init)
         do { wrongRules = try WrongRules.parse(process.testWrongRules) } catch {
             throw UsageError("\(Setting.testWrongRule): \(error.description)")
         }
@@ -239,7 +240,7 @@ struct WorkerCommand: CLICommand {
             // The decode settings (Setting.all), validated at startup (docs/configuration.md).
             logic = DecodeStage(decoder: try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder())
         case "dedupe": logic = DedupeStage(rule: wrongRules.dedupe)
-        case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments), wrongRules: wrongRules)
+        case "classify": logic = ClassifyStage(catalog: try loadCatalog(stage.catalogPath), wrongRules: wrongRules)
         case "membership": logic = MembershipStage()
         case "consumption":
             let policy = try ConsumptionPolicy(Environment.read(arguments, ConsumptionConfiguration.init))
@@ -251,7 +252,7 @@ struct WorkerCommand: CLICommand {
         default: throw UsageError("unknown stage \(stageName)")
         }
         var config = StageRunnerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-\(stageName)"),
-                                       databaseURL: Environment.databaseURL(arguments),
+                                       databaseURL: stage.databaseURL,
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
         config.policy = try Environment.loopPolicy(arguments, maxBatch: 500)
@@ -267,8 +268,8 @@ struct WorkerCommand: CLICommand {
         return try runServices(runner, reason: { runner.loop.status.reason }, arguments, logger: Logger(component: "worker.\(stageName)"))
     }
 
-    private func loadCatalog(_ arguments: Arguments) throws -> Catalog {
-        guard let path = Environment.value(arguments, option: "catalog", setting: .catalog) else { return Catalog() }
+    private func loadCatalog(_ path: String?) throws -> Catalog {
+        guard let path else { return Catalog() }
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read catalog \(path)") }
         // Validated at start (docs/catalog.md): a bad catalog stops the worker with every problem listed.
         do { return try Catalog.load(json: [UInt8](data), source: path) } catch { throw UsageError(error.description) }

@@ -78,7 +78,7 @@ struct SimulateCommand: CLICommand {
             ingestURL = started.ingestURL
             print("StoreLedger is up at \(ingestURL)")
         } else {
-            guard let given = Environment.value(arguments, option: "ingest", setting: .ingestURL) else {
+            guard let given = try Environment.read(arguments, SimulatorConfiguration.init).ingestURL else {
                 throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set \(Setting.apiKey) to one of its service keys) or --dev")
             }
             ingestURL = given
@@ -95,7 +95,7 @@ struct SimulateCommand: CLICommand {
     }
 
     static var defaultDirectory: String {
-        (Environment.given(.home) ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
+        ((try? Environment.read(SimulatorConfiguration.init).home) ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
     }
 
     private func runScenarios(_ arguments: Arguments, store: AppStore, setup: SimulatorSetup, ingestURL: String,

@@ -48,7 +48,7 @@ public struct Setting: Sendable, Hashable, CustomStringConvertible {
 /// Who reads a setting: each `storeledger` command role, and the tools around them.
 public enum ProcessRole: String, Sendable, Hashable, CaseIterable, Comparable {
     case ingest, decode, dedupe, classify, membership, consumption, relay, webhooks, signer, recover, refresh, replay
-    case support, doctor, migrate, broker, dev, simulator, bench, fuzz, tools, supervisor
+    case support, doctor, migrate, broker, dev, simulator, bench, fuzz, tools
 
     public static func < (a: ProcessRole, b: ProcessRole) -> Bool { a.rawValue < b.rawValue }
 
