@@ -4,7 +4,7 @@
 public struct Setting: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         case text
-        /// A secret or a file naming one: its value is never echoed (`Setting.isSecret`).
+        /// A file or folder (read by the module that uses it).
         case path
         case url
         case boolean
@@ -19,7 +19,7 @@ public struct Setting: Sendable, Hashable, CustomStringConvertible {
     /// The option (`--bootstrap`) that wins over the variable, if any.
     public let flag: String?
     public let kind: Kind
-    /// The default as documented, `nil` when unset means "off" or "required".
+    /// The default as documented; `nil` where unset means off, or the setting is required.
     public let defaultValue: String?
     public let roles: Set<ProcessRole>
     public let isSecret: Bool
