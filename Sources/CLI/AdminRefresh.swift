@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Ingest
 import Kafka
@@ -5,12 +6,12 @@ import Postgres
 import Runtime
 import Stages
 
-/// Builds ingest's Server API admin routes (`STORELEDGER_INGEST_SERVER_API=on`): a refresh per
+/// Builds ingest's Server API admin routes (`Setting.ingestServerAPI=on`): a refresh per
 /// request with its own PostgreSQL connection (requests run concurrently on the HTTP threads),
 /// one token exchange with the signer and one producer for the life of the process.
 enum AdminRefresh {
     static func routes(kafka: KafkaConfig, databaseURL: String?) throws -> ServerAPIAdminRoutes {
-        let session = try ServerAPISession(kafka: kafka, keyId: ProcessInfo.processInfo.environment["STORELEDGER_API_KEY_ID"])
+        let session = try ServerAPISession(kafka: kafka, keyId: Environment.given(.apiKeyId))
         let producer = try KafkaProducer(config: kafka)
         let refresh: ServerAPIAdminRoutes.Answer = { transactionId in
             let database = databaseURL.flatMap { try? PGConnection(url: $0) }

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Kafka
 import Runtime
@@ -12,11 +13,14 @@ protocol CLICommand: Sendable {
     func run(_ arguments: Arguments) throws -> Int32
     /// What `--check-arguments` validates beyond option names (positionals, sub-commands).
     func check(_ arguments: Arguments) throws
+    /// Whose settings this invocation reads: they are validated at start (and by `--check-arguments`).
+    func roles(_ arguments: Arguments) -> Set<ProcessRole>
 }
 
 extension CLICommand {
     var flagNames: Set<String> { [] }
     func check(_ arguments: Arguments) throws {}
+    func roles(_ arguments: Arguments) -> Set<ProcessRole> { commandRoles(name, arguments) }
 }
 
 func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
@@ -24,10 +28,14 @@ func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
         let arguments = try Arguments(argv, flagNames: command.flagNames.union(["help", "check-arguments"]))
         if arguments.has("help") {
             print("usage: storeledger \(command.name) \(command.usage)\n\n\(command.summary)")
+            let roles = command.roles(arguments)
+            let settings = Setting.all.filter { !$0.roles.isDisjoint(with: roles) }.map(\.name)
+            if !settings.isEmpty { print("\nsettings (storeledger config \(roles.sorted().map(\.rawValue).joined(separator: " ")) explains each):\n  \(settings.joined(separator: ", "))") }
             return 0
         }
         try arguments.rejectUnknown(allowed: command.optionNames.union(command.flagNames).union(["help", "check-arguments"]))
         try command.check(arguments)
+        try startProcess(roles: command.roles(arguments), arguments)
         // A deployment check (compose files, unit files): the command line is valid, nothing runs.
         if arguments.has("check-arguments") {
             print("storeledger \(command.name): arguments ok")
@@ -43,59 +51,68 @@ func runCommand(_ command: CLICommand, _ argv: [String]) -> Int32 {
     }
 }
 
-/// Shared settings read from options first, then the environment.
+/// Shared settings read from options first, then the environment (the list: `Setting.all`).
 struct Environment {
-    static func value(_ arguments: Arguments, option: String, env: String) -> String? {
-        arguments.value(option, orEnvironment: env)
+    /// This process's environment, for the modules' own parsers (decoding roots, credentials).
+    static var variables: [String: String] { ProcessEnvironment.current }
+
+    /// The setting as this process was given it (`nil` when unset or empty).
+    static func given(_ setting: Setting) -> String? { ConfigurationReader(environment: variables).raw(setting) }
+
+    static func value(_ arguments: Arguments, option: String, setting: Setting) -> String? {
+        arguments.value(option) ?? given(setting)
+    }
+
+    /// A role's typed configuration from this process's settings (the flags of the list first);
+    /// every problem found is one usage error.
+    /// With `roles`, only problems of settings those roles read count (the others keep their defaults).
+    static func read<Value>(_ arguments: Arguments, roles: Set<ProcessRole>? = nil, _ make: (inout ConfigurationReader) -> Value) throws -> Value {
+        var flags: [String: String] = [:]
+        for setting in Setting.all { if let flag = setting.flag, let value = arguments.value(flag) { flags[flag] = value } }
+        return try read(flags: flags, roles: roles, make)
+    }
+
+    /// The same for settings that have no flag.
+    static func read<Value>(flags: [String: String] = [:], roles: Set<ProcessRole>? = nil, _ make: (inout ConfigurationReader) -> Value) throws -> Value {
+        do { return try ConfigurationReader.read(variables, flags: flags, roles: roles, make) } catch { throw UsageError(error.description) }
     }
 
     static func kafka(_ arguments: Arguments, clientId: String) throws -> KafkaConfig {
-        guard let bootstrap = value(arguments, option: "bootstrap", env: "KAFKA_BOOTSTRAP_SERVERS") else {
+        let settings = try read(arguments, KafkaClientConfiguration.init)
+        guard let bootstrap = settings.bootstrapServers else {
             throw UsageError("no Kafka bootstrap servers: pass --bootstrap or set KAFKA_BOOTSTRAP_SERVERS")
         }
         var config = KafkaConfig(bootstrapServers: bootstrap, clientId: clientId)
         // TLS and SASL towards the brokers (KafkaSecurity): applied last, like every raw property.
-        config.extra.merge(try KafkaSecurity.properties()) { $1 }
-        let environment = ProcessInfo.processInfo.environment
-        if let session = environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"], let ms = Int64(session) {
+        config.extra.merge(try KafkaSecurity.properties(settings)) { $1 }
+        if let ms = settings.sessionTimeoutMs {
             config.sessionTimeout = .milliseconds(ms)
             config.heartbeatInterval = .milliseconds(max(100, ms / 6))
         }
         // The embedded broker answers an empty fetch only after fetch.wait.max.ms: keep it short there.
-        if let wait = environment["STORELEDGER_KAFKA_FETCH_WAIT_MS"], let ms = Int64(wait) {
-            config.fetchMaxWait = .milliseconds(ms)
-        }
+        if let ms = settings.fetchWaitMs { config.fetchMaxWait = .milliseconds(ms) }
         // Producer linger.ms: a stage produces a batch's outputs at once and then waits for their
         // acknowledgements, and ingest answers only after its write is acknowledged, so every
         // millisecond of linger is on the ingest -> ledger path (once per hop).
-        if let linger = environment["STORELEDGER_KAFKA_LINGER_MS"], let ms = Int64(linger), (0...1_000).contains(ms) {
-            config.linger = .milliseconds(ms)
-        }
+        if let ms = settings.lingerMs { config.linger = .milliseconds(ms) }
         return config
     }
 
     /// The consumer loop's retry policy (docs/configuration.md, "The consumer loop"), validated here.
-    static func loopPolicy(maxBatch: Int = 500) throws -> ConsumerLoopMachine.Policy {
+    static func loopPolicy(_ arguments: Arguments, maxBatch: Int = 500) throws -> ConsumerLoopMachine.Policy {
         var policy = ConsumerLoopMachine.Policy()
         policy.maxBatch = maxBatch
-        let environment = ProcessInfo.processInfo.environment
-        func number(_ name: String, _ range: ClosedRange<Int64>) throws -> Int64? {
-            guard let text = environment[name], !text.isEmpty else { return nil }
-            guard let value = Int64(text), range.contains(value) else {
-                throw UsageError("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return value
-        }
-        if let attempts = try number("STORELEDGER_LOOP_MAX_ATTEMPTS", 1...1000) { policy.maxAttempts = Int(attempts) }
-        if let base = try number("STORELEDGER_LOOP_BASE_BACKOFF_MS", 1...60_000) { policy.baseBackoff = .milliseconds(base) }
-        if let cap = try number("STORELEDGER_LOOP_MAX_BACKOFF_MS", 1...600_000) { policy.maxBackoff = .milliseconds(cap) }
+        let settings = try read(arguments, LoopConfiguration.init)
+        if let attempts = settings.maxAttempts { policy.maxAttempts = attempts }
+        if let base = settings.baseBackoffMs { policy.baseBackoff = .milliseconds(base) }
+        if let cap = settings.maxBackoffMs { policy.maxBackoff = .milliseconds(cap) }
         guard policy.baseBackoff <= policy.maxBackoff else {
-            throw UsageError("STORELEDGER_LOOP_BASE_BACKOFF_MS must not exceed STORELEDGER_LOOP_MAX_BACKOFF_MS")
+            throw UsageError("\(Setting.loopBaseBackoffMs) must not exceed \(Setting.loopMaxBackoffMs)")
         }
         return policy
     }
 
     static func databaseURL(_ arguments: Arguments) -> String? {
-        value(arguments, option: "database-url", env: "DATABASE_URL")
+        value(arguments, option: "database-url", setting: .databaseURL)
     }
 }

@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Foundation
 import Runtime
 
@@ -6,7 +7,7 @@ import Runtime
 /// is ever typed into a shell history by hand.
 struct CredentialsCommand: CLICommand {
     let name = "credentials"
-    let summary = "new-key: print a new API key and the name=sha256 entry for STORELEDGER_API_KEYS/STORELEDGER_ADMIN_KEYS; hash-key: hash a key read from stdin; user-token: sign an HS256 end-user token for testing."
+    let summary = "new-key: print a new API key and the name=sha256 entry for \(Setting.apiKeys)/\(Setting.adminKeys); hash-key: hash a key read from stdin; user-token: sign an HS256 end-user token for testing."
     let usage = "new-key [--name N] [--admin] | hash-key [--name N] < key | user-token --user U --secret-file F --issuer I --audience A [--lifetime-s S]"
     let optionNames: Set<String> = ["name", "user", "secret-file", "issuer", "audience", "lifetime-s"]
     let flagNames: Set<String> = ["admin"]
@@ -18,7 +19,7 @@ struct CredentialsCommand: CLICommand {
             let key = try APIKeyRing.generateKey(prefix: admin ? "sla" : "slk")
             let entry = "\(arguments.value("name") ?? (admin ? "support" : "backend"))=\(APIKeyRing.hash(key))"
             print("key:    \(key)   (give it to the client once; StoreLedger keeps only the hash)")
-            print("config: \(admin ? "STORELEDGER_ADMIN_KEYS" : "STORELEDGER_API_KEYS") entry \(entry)")
+            print("config: \(admin ? Setting.adminKeys : Setting.apiKeys) entry \(entry)")
         case "hash-key":
             let key = (readLine(strippingNewline: true) ?? "").trimmingCharacters(in: .whitespaces)
             guard !key.isEmpty, key.utf8.count <= APIKeyRing.maxKeyBytes else { throw UsageError("give the key on stdin (1...\(APIKeyRing.maxKeyBytes) bytes)") }

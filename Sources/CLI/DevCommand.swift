@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Demo
 import Foundation
@@ -29,7 +30,7 @@ struct DevCommand: CLICommand {
         options.partitions = try arguments.int("partitions", default: 12)
         options.members = try arguments.value("workers").map { try MemberCounts.parse($0, stages: DevStack.scalable) } ?? MemberCounts()
         options.databaseURL = Environment.databaseURL(arguments)
-        options.catalog = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG")
+        options.catalog = Environment.value(arguments, option: "catalog", setting: .catalog)
         let demo = arguments.has("demo") ? try prepareDemo() : nil
         if let demo { options.environment.merge(demo.environment) { $1 } }
         for (name, port) in [("port", options.ingestPort), ("broker-port", options.brokerPort)] where !(0...65535).contains(port) {
@@ -96,7 +97,7 @@ final class DevStack: Sendable {
         var catalog: String?
         /// Merged into the environment of ingest and every worker.
         var environment: [String: String] = [:]
-        /// The service key to use instead of a new one (STORELEDGER_DEV_API_KEY does the same).
+        /// The service key to use instead of a new one (Setting.devAPIKey does the same).
         var apiKey: String?
     }
 
@@ -118,11 +119,10 @@ final class DevStack: Sendable {
     }
 
     static func start(_ options: Options, cancel: StopSignal? = nil, onCriticalExit: @escaping @Sendable (String) -> Void = { _ in }) throws -> DevStack {
-        let given = ProcessInfo.processInfo.environment
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
-        var environment = ["STORELEDGER_KAFKA_FETCH_WAIT_MS": given["STORELEDGER_KAFKA_FETCH_WAIT_MS"] ?? "10",
-                           "STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": given["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "6000"]
-        if let catalog = options.catalog { environment["STORELEDGER_CATALOG"] = catalog }
+        var environment = [Setting.kafkaFetchWaitMs.name: Environment.given(.kafkaFetchWaitMs) ?? "10",
+                           Setting.kafkaSessionTimeoutMs.name: Environment.given(.kafkaSessionTimeoutMs) ?? "6000"]
+        if let catalog = options.catalog { environment[Setting.catalog.name] = catalog }
         environment.merge(options.environment) { $1 }
         let key = try DevSigningKey.create()
         do {
@@ -135,16 +135,16 @@ final class DevStack: Sendable {
             plan.environment = environment
             plan.children = [.ingest(port: options.ingestPort)]
             plan.children.append(.signer(adminPort: 0, environment: [
-                "STORELEDGER_SIGNING_KEYS": "\(DevSigningKey.keyId)=\(key.keyFile)",
-                "STORELEDGER_SIGNING_DEFAULT_KEY_ID": DevSigningKey.keyId,
-                "STORELEDGER_SIGNING_ISSUER_ID": credentials.issuerId,
+                Setting.signingKeys.name: "\(DevSigningKey.keyId)=\(key.keyFile)",
+                Setting.signingDefaultKeyId.name: DevSigningKey.keyId,
+                Setting.signingIssuerId.name: credentials.issuerId,
             ]))
-            // Webhook delivery only when endpoints are configured (STORELEDGER_WEBHOOKS, docs/webhooks.md).
-            let webhooks = given["STORELEDGER_WEBHOOKS"].map { !$0.isEmpty } ?? false
+            // Webhook delivery only when endpoints are configured (Setting.webhooks, docs/webhooks.md).
+            let webhooks = Environment.given(.webhooks) != nil
             // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
             // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
             // where linger batches the writes of concurrent requests.
-            let stageEnvironment = ["STORELEDGER_KAFKA_LINGER_MS": given["STORELEDGER_KAFKA_LINGER_MS"] ?? "0"]
+            let stageEnvironment = [Setting.kafkaLingerMs.name: Environment.given(.kafkaLingerMs) ?? "0"]
             // --workers: more members of a stage join its consumer group and share its partitions.
             for stage in stages + (webhooks ? ["webhooks"] : []) {
                 for member in 1...options.members.members(of: stage) {

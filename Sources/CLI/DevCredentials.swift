@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Crypto
 import Foundation
 
@@ -19,35 +20,35 @@ struct DevCredentials {
     let v1SharedSecret: String
     let issuerId: String
 
-    /// STORELEDGER_DEV_API_KEY, STORELEDGER_V1_SHARED_SECRETS and STORELEDGER_SIGNING_ISSUER_ID, when set, are used instead of new ones
+    /// Setting.devAPIKey, Setting.v1SharedSecrets and Setting.signingIssuerId, when set, are used instead of new ones
     /// (scripts and tests that start dev know their key in advance).
     /// - Parameter apiKey: the service key to use (the simulator presents its own).
     static func create(directory: String, environment: [String: String], apiKey: String? = nil) throws -> DevCredentials {
-        let given = ProcessInfo.processInfo.environment
+        let given = ConfigurationReader(environment: Environment.variables)
         let secret = try SecureRandom.bytes(count: 32)
         let file = directory + "/jwt-hs256.secret"
         let encoded = Base64URL.encode(secret)
         guard FileManager.default.createFile(atPath: file, contents: Data(encoded.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw DevError("cannot write the dev token secret")
         }
-        let v1 = environment["STORELEDGER_V1_SHARED_SECRETS"] ?? given["STORELEDGER_V1_SHARED_SECRETS"].flatMap { $0.isEmpty ? nil : $0 }
+        let v1 = environment[Setting.v1SharedSecrets.name] ?? given.raw(.v1SharedSecrets)
         let generatedKey = try APIKeyRing.generateKey(prefix: "slk_dev")
         let generatedV1 = "dev-v1-" + Base64URL.encode(try SecureRandom.bytes(count: 12))
         return DevCredentials(
-            apiKey: apiKey ?? given["STORELEDGER_DEV_API_KEY"].flatMap { $0.isEmpty ? nil : $0 } ?? generatedKey,
+            apiKey: apiKey ?? given.raw(.devAPIKey) ?? generatedKey,
             adminKey: try APIKeyRing.generateKey(prefix: "sla_dev"),
             jwtSecret: Array(encoded.utf8), jwtSecretFile: file,
             v1SharedSecret: v1 ?? generatedV1,
-            issuerId: given["STORELEDGER_SIGNING_ISSUER_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? UUID().uuidString.lowercased())
+            issuerId: given.raw(.signingIssuerId) ?? UUID().uuidString.lowercased())
     }
 
     /// What ingest and the workers are started with: hashes, paths and names, never a key.
     var environment: [String: String] {
-        ["STORELEDGER_API_KEYS": "dev=\(APIKeyRing.hash(apiKey))",
-         "STORELEDGER_ADMIN_KEYS": "dev-support=\(APIKeyRing.hash(adminKey))",
-         "STORELEDGER_JWT_HS256_SECRET_FILES": jwtSecretFile,
-         "STORELEDGER_JWT_ISSUER": Self.jwtIssuer, "STORELEDGER_JWT_AUDIENCE": Self.jwtAudience,
-         "STORELEDGER_V1_SHARED_SECRETS": v1SharedSecret]
+        [Setting.apiKeys.name: "dev=\(APIKeyRing.hash(apiKey))",
+         Setting.adminKeys.name: "dev-support=\(APIKeyRing.hash(adminKey))",
+         Setting.jwtHS256SecretFiles.name: jwtSecretFile,
+         Setting.jwtIssuer.name: Self.jwtIssuer, Setting.jwtAudience.name: Self.jwtAudience,
+         Setting.v1SharedSecrets.name: v1SharedSecret]
     }
 
     /// A day-long token for `user`, as the company's login service would issue it.

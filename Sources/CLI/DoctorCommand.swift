@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Postgres
@@ -32,14 +33,14 @@ struct DoctorCommand: CLICommand {
             }
         }
         do {
-            let decoding = try AppleDecodingConfiguration.fromEnvironment()
+            let decoding = try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init))
             try decoding.validate()
             checks.append(Check(name: "configuration", ok: decoding.bundleId != nil,
-                                detail: "bundle \(decoding.bundleId ?? "<none: set STORELEDGER_BUNDLE_ID>"), environments "
+                                detail: "bundle \(decoding.bundleId ?? "<none: set \(Setting.bundleId)>"), environments "
                                     + decoding.environments.map(\.rawValue).joined(separator: ",")
-                                    + "; API \(try RecoveryTime.baseURLs().production.absoluteString), \(try RecoveryTime.baseURLs().sandbox.absoluteString)"))
+                                    + "; API \(try RecoveryTime.baseURLs(Environment.variables).production.absoluteString), \(try RecoveryTime.baseURLs(Environment.variables).sandbox.absoluteString)"))
             checks.append(Check(name: "roots", ok: !decoding.appleRoots.isEmpty,
-                                detail: "\(decoding.appleRoots.count) Apple root certificate(s) from STORELEDGER_APPLE_ROOTS"))
+                                detail: "\(decoding.appleRoots.count) Apple root certificate(s) from \(Setting.appleRoots)"))
         } catch {
             checks.append(Check(name: "configuration", ok: false, detail: "\(error)"))
             return 1

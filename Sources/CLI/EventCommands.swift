@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Postgres
 import Runtime
@@ -6,9 +7,10 @@ import Stages
 extension WorkerCommand {
     /// `storeledger worker relay`: publishes the membership outbox to storeledger.membership.events.
     func runRelay(_ arguments: Arguments) throws -> Int32 {
-        guard let url = Environment.databaseURL(arguments) else { throw UsageError("the relay needs --database-url or DATABASE_URL") }
+        let settings = try Environment.read(arguments, RelayConfiguration.init)
+        guard let url = settings.databaseURL else { throw UsageError("the relay needs --database-url or DATABASE_URL") }
         var config = OutboxRelayConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-relay"), databaseURL: url)
-        config.crashAfterPublishFlag = ProcessInfo.processInfo.environment["STORELEDGER_RELAY_CRASH_FLAG"]
+        config.crashAfterPublishFlag = settings.crashFlag
         let relay = OutboxRelay(config: config)
         return try runServices(relay, reason: { "waiting for the relay lock or the broker" }, arguments,
                                logger: Logger(component: "worker.relay"))
@@ -16,7 +18,7 @@ extension WorkerCommand {
 }
 
 extension WorkerCommand {
-    /// `storeledger worker webhooks`: delivers the events to the endpoints of STORELEDGER_WEBHOOKS.
+    /// `storeledger worker webhooks`: delivers the events to the endpoints of Setting.webhooks.
     func runWebhooks(_ arguments: Arguments) throws -> Int32 {
         guard let url = Environment.databaseURL(arguments) else { throw UsageError("webhooks need --database-url or DATABASE_URL") }
         let config = try WebhooksCommand.loadConfig(arguments)
@@ -34,10 +36,10 @@ struct WebhooksCommand: CLICommand {
     let optionNames: Set<String> = ["database-url", "webhooks"]
 
     static func loadConfig(_ arguments: Arguments) throws -> WebhookConfig {
-        guard let path = Environment.value(arguments, option: "webhooks", env: "STORELEDGER_WEBHOOKS") else {
-            throw UsageError("no webhook configuration: pass --webhooks FILE or set STORELEDGER_WEBHOOKS")
+        guard let path = try Environment.read(arguments, RelayConfiguration.init).webhooksPath else {
+            throw UsageError("no webhook configuration: pass --webhooks FILE or set \(Setting.webhooks)")
         }
-        do { return try WebhookConfig.load(path: path) } catch let error as WebhookConfigError { throw UsageError(error.description) }
+        do { return try WebhookConfig.load(path: path, environment: Environment.variables) } catch let error as WebhookConfigError { throw UsageError(error.description) }
     }
 
     func run(_ arguments: Arguments) throws -> Int32 {

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -12,24 +13,24 @@ let offerCommands: [CLICommand] = [SignerCommand(), OfferCommand()]
 struct SignerCommand: CLICommand {
     let name = "signer"
     let summary = "Run the promotional-offer signing worker: the only process holding the .p8 keys. Consumes storeledger.offers.sign.requests, answers on .replies; opens no listening socket (metrics go to a file) unless --admin-port asks for /healthz, /readyz, /metrics."
-    let usage = "[--bootstrap B] [--keys KEYID=FILE.p8,...] [--default-key-id ID] [--issuer-id ID] [--metrics-file F] [--group G] [--admin-port P] [--admin-host H]   (or KAFKA_BOOTSTRAP_SERVERS, STORELEDGER_SIGNING_KEYS, STORELEDGER_SIGNING_DEFAULT_KEY_ID, STORELEDGER_SIGNING_ISSUER_ID, STORELEDGER_SIGNER_METRICS_FILE, STORELEDGER_NONCES_PER_HOUR)"
+    let usage = "[--bootstrap B] [--keys KEYID=FILE.p8,...] [--default-key-id ID] [--issuer-id ID] [--metrics-file F] [--group G] [--admin-port P] [--admin-host H]   (or KAFKA_BOOTSTRAP_SERVERS, \(Setting.signingKeys), \(Setting.signingDefaultKeyId), \(Setting.signingIssuerId), \(Setting.signerMetricsFile), \(Setting.noncesPerHour))"
     let optionNames: Set<String> = ["bootstrap", "keys", "default-key-id", "issuer-id", "metrics-file", "group", "admin-port", "admin-host"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
-        guard let spec = Environment.value(arguments, option: "keys", env: "STORELEDGER_SIGNING_KEYS") else {
-            throw UsageError("no signing keys: pass --keys KEYID=/path/AuthKey.p8 or set STORELEDGER_SIGNING_KEYS")
+        let settings = try Environment.read(arguments, SignerConfiguration.init)
+        guard let spec = settings.keys else {
+            throw UsageError("no signing keys: pass --keys KEYID=/path/AuthKey.p8 or set \(Setting.signingKeys)")
         }
-        let ring = try SigningKeyRing.load(spec: spec, defaultKeyId: Environment.value(arguments, option: "default-key-id",
-                                                                                      env: "STORELEDGER_SIGNING_DEFAULT_KEY_ID"))
+        let ring = try SigningKeyRing.load(spec: spec, defaultKeyId: settings.defaultKeyId)
         var sizing = NonceRegistry.Sizing()
-        if let perHour = ProcessInfo.processInfo.environment["STORELEDGER_NONCES_PER_HOUR"].flatMap({ Int($0) }) {
+        if let perHour = settings.noncesPerHour {
             sizing.expectedPerSlice = perHour
         }
-        let signer = OfferSigner(keys: ring, issuerId: Environment.value(arguments, option: "issuer-id", env: "STORELEDGER_SIGNING_ISSUER_ID"),
+        let signer = OfferSigner(keys: ring, issuerId: settings.issuerId,
                                  nonces: NonceRegistry(sizing: sizing))
         var config = SignerWorkerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-signer"))
         config.groupId = arguments.value("group") ?? config.groupId
-        config.metricsFile = Environment.value(arguments, option: "metrics-file", env: "STORELEDGER_SIGNER_METRICS_FILE")
+        config.metricsFile = settings.metricsFile
         // For people: readiness is the admin /readyz (with --admin-port).
         print("signer: keys \(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)
@@ -96,8 +97,8 @@ struct OfferCommand: CLICommand {
     /// `SubscriptionState`s (support staff replaying a case; tests).
     private func eligibility(_ arguments: Arguments) throws -> Int32 {
         let user = try required(arguments, "user")
-        guard let catalogPath = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG"),
-              let data = FileManager.default.contents(atPath: catalogPath) else { throw UsageError("a readable --catalog (or STORELEDGER_CATALOG) is required") }
+        guard let catalogPath = Environment.value(arguments, option: "catalog", setting: .catalog),
+              let data = FileManager.default.contents(atPath: catalogPath) else { throw UsageError("a readable --catalog (or \(Setting.catalog)) is required") }
         let catalog = try JSONDecoder().decode(Catalog.self, from: data)
         let states: [SubscriptionState]
         if let path = arguments.value("states") {

@@ -1,3 +1,4 @@
+import Configuration
 import AppStoreServerAPI
 import AppleDecoding
 import Domain
@@ -18,8 +19,8 @@ struct RecoverCommand: CLICommand {
     notifications --from T --to T [--only-failures] [--environment Production,Sandbox] [--dry-run] [--json] \
     [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
        T: ms since 1970 or ISO 8601 (2026-11-30T00:00:00Z); Apple keeps 180 days.
-       Environment: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_APP_APPLE_ID, STORELEDGER_ENVIRONMENT (as decode),
-       STORELEDGER_API_PRODUCTION_URL / STORELEDGER_API_SANDBOX_URL (default Apple's), STORELEDGER_API_KEY_ID,
+       Environment: \(Setting.appleRoots), \(Setting.bundleId), \(Setting.appAppleId), \(Setting.environment) (as decode),
+       \(Setting.apiProductionURL) / \(Setting.apiSandboxURL) (default Apple's), \(Setting.apiKeyId),
        KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL (optional: skips notifications the dedupe stage already saw).
     """
     let optionNames: Set<String> = ["from", "to", "environment", "bootstrap", "database-url", "key-id", "max-pages"]

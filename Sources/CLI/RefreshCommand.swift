@@ -1,3 +1,4 @@
+import Configuration
 import AppStoreServerAPI
 import AppleDecoding
 import Domain
@@ -14,7 +15,7 @@ struct RefreshCommand: CLICommand {
     let summary = "Ask Apple what is true for one customer now (App Store Server API: transaction history since the stored revision, all subscription statuses) and feed it into the pipeline as events of source server-api."
     let usage = """
     --transaction-id ID [--environment Production|Sandbox] [--json] [--bootstrap B] [--database-url URL] [--key-id ID] [--max-pages N]
-       Environment as for recover: STORELEDGER_APPLE_ROOTS, STORELEDGER_BUNDLE_ID, STORELEDGER_API_*_URL, KAFKA_BOOTSTRAP_SERVERS,
+       Environment as for recover: \(Setting.appleRoots), \(Setting.bundleId), \(Setting.apiProductionURL), \(Setting.apiSandboxURL), KAFKA_BOOTSTRAP_SERVERS,
        DATABASE_URL (optional: keeps the history revision per subscription, so the next refresh reads only what changed).
     """
     let optionNames: Set<String> = ["transaction-id", "environment", "bootstrap", "database-url", "key-id", "max-pages"]

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -48,11 +49,11 @@ struct ReplayCommand: CLICommand {
         guard let databaseURL = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
         let wrongRules: WrongRules
         do {
-            wrongRules = try WrongRules.parse(ProcessInfo.processInfo.environment["STORELEDGER_TEST_WRONG_RULE"] ?? "")
-        } catch {
-            throw UsageError(error.description)
+            wrongRules = try WrongRules.parse(try Environment.read(arguments, ProcessConfiguration.init).testWrongRules)
+        } catch let error as ReplayUsageError {
+            throw UsageError("\(Setting.testWrongRule): \(error.description)")
         }
-        let decoder = request.stage == .decode ? try AppleDecodingConfiguration.fromEnvironment().makeDecoder() : nil
+        let decoder = request.stage == .decode ? try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder() : nil
         let engine = ReplayEngine(kafka: try Environment.kafka(arguments, clientId: "storeledger-replay"), databaseURL: databaseURL,
                                   catalog: try loadReplayCatalog(arguments), decoder: decoder, wrongRules: wrongRules)
         let terminal = isatty(STDERR_FILENO) == 1
@@ -86,7 +87,7 @@ struct ReplayCommand: CLICommand {
     }
 
     private func loadReplayCatalog(_ arguments: Arguments) throws -> Catalog {
-        guard let path = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") else { return Catalog() }
+        guard let path = Environment.value(arguments, option: "catalog", setting: .catalog) else { return Catalog() }
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read catalog \(path)") }
         do { return try Catalog.load(json: [UInt8](data), source: path) } catch { throw UsageError(error.description) }
     }

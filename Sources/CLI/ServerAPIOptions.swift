@@ -1,12 +1,22 @@
+import Kafka
+import Configuration
+import AppleDecoding
 import Foundation
 import Runtime
 import Stages
 
 extension ServerAPISession {
-    /// From the command line: Kafka as every command reads it, the key id from --key-id or STORELEDGER_API_KEY_ID.
+    /// From the command line: Kafka as every command reads it, the key id from --key-id or Setting.apiKeyId,
+    /// the verifier's settings as the decode worker reads them.
     convenience init(_ arguments: Arguments, clientId: String, maxPages: Int = 50) throws {
         try self.init(kafka: try Environment.kafka(arguments, clientId: clientId),
-                      keyId: Environment.value(arguments, option: "key-id", env: "STORELEDGER_API_KEY_ID"), maxPages: maxPages)
+                      keyId: Environment.value(arguments, option: "key-id", setting: .apiKeyId), maxPages: maxPages)
+    }
+
+    /// The same with Kafka and the key id given.
+    convenience init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
+        try self.init(kafka: kafka, keyId: keyId, decoding: try AppleDecodingConfiguration(Environment.read(DecodingConfiguration.init)),
+                      baseURLs: try RecoveryTime.baseURLs(Environment.variables), maxPages: maxPages)
     }
 }
 

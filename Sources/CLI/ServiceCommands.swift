@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import HTTPServer
@@ -182,26 +183,23 @@ struct IngestCommand: CLICommand {
         var config = IngestConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-ingest"),
                                   databaseURL: Environment.databaseURL(arguments))
         config.host = arguments.value("host") ?? config.host
-        config.port = try arguments.int("port", default: Int(ProcessInfo.processInfo.environment["STORELEDGER_PORT"] ?? "") ?? config.port)
+        let ingest = try Environment.read(arguments, IngestConfiguration.init)
+        config.port = try arguments.int("port", default: ingest.port ?? config.port)
         config.threads = try arguments.int("threads", default: config.threads)
         config.maxBodyBytes = try arguments.int("max-body-bytes", default: config.maxBodyBytes)
         config.adminReads = config.databaseURL.map { AdminReads.routes(databaseURL: $0) }
-        if ProcessInfo.processInfo.environment["STORELEDGER_INGEST_SERVER_API"] == "on" {
+        config.offers = OfferSettings(ingest)
+        config.security = try EdgeSecuritySettings(Environment.read(arguments, EdgeConfiguration.init))
+        if ingest.serverAPIRoutes {
             config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
         }
         guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
             throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
         }
         // Edge limits (docs/security.md): per-address connections, idle (header) and body timeouts.
-        let environment = ProcessInfo.processInfo.environment
-        func bounded(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
-            guard let text = environment[name], !text.isEmpty else { return nil }
-            guard let value = Int(text), range.contains(value) else { throw UsageError("\(name) must be an integer in \(range)") }
-            return value
-        }
-        config.maxConnectionsPerAddress = try bounded("STORELEDGER_MAX_CONNECTIONS_PER_ADDRESS", 0...100_000) ?? config.maxConnectionsPerAddress
-        config.idleTimeoutSeconds = try bounded("STORELEDGER_HTTP_IDLE_TIMEOUT_S", 1...3600) ?? config.idleTimeoutSeconds
-        if let body = try bounded("STORELEDGER_HTTP_BODY_TIMEOUT_S", 1...3600) { config.bodyTimeout = .seconds(body) }
+        config.maxConnectionsPerAddress = ingest.maxConnectionsPerAddress ?? config.maxConnectionsPerAddress
+        config.idleTimeoutSeconds = ingest.idleTimeoutSeconds ?? config.idleTimeoutSeconds
+        if let body = ingest.bodyTimeoutSeconds { config.bodyTimeout = .seconds(body) }
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
         let service = try IngestService(config: config)
@@ -238,19 +236,21 @@ struct WorkerCommand: CLICommand {
         let logic: any StageLogic
         // Deliberately wrong rules for the replay tests only (issue 13; docs/configuration.md).
         let wrongRules: WrongRules
-        do { wrongRules = try WrongRules.parse(ProcessInfo.processInfo.environment["STORELEDGER_TEST_WRONG_RULE"] ?? "") } catch {
-            throw UsageError(error.description)
+        let process = try Environment.read(arguments, roles: roles(arguments), ProcessConfiguration.init)
+        let stage = try Environment.read(arguments, StageConfiguration.init)
+        do { wrongRules = try WrongRules.parse(process.testWrongRules) } catch {
+            throw UsageError("\(Setting.testWrongRule): \(error.description)")
         }
         if !wrongRules.isEmpty { Logger(component: "worker.\(stageName)").warning("test_wrong_rule_active", ["rules": .string("\(wrongRules)")]) }
         switch stageName {
         case "decode":
-            // STORELEDGER_* settings, validated at startup (docs/configuration.md).
-            logic = DecodeStage(decoder: try AppleDecodingConfiguration.fromEnvironment().makeDecoder())
+            // The decode settings (Setting.all), validated at startup (docs/configuration.md).
+            logic = DecodeStage(decoder: try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder())
         case "dedupe": logic = DedupeStage(rule: wrongRules.dedupe)
-        case "classify": logic = ClassifyStage(catalog: try loadCatalog(arguments), wrongRules: wrongRules)
+        case "classify": logic = ClassifyStage(catalog: try loadCatalog(stage.catalogPath), wrongRules: wrongRules)
         case "membership": logic = MembershipStage()
         case "consumption":
-            let policy = try ConsumptionPolicy.fromEnvironment()
+            let policy = try ConsumptionPolicy(Environment.read(arguments, ConsumptionConfiguration.init))
             let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
             session = api
             logic = ConsumptionStage(policy: policy) { transactionId, request, environment in
@@ -259,13 +259,14 @@ struct WorkerCommand: CLICommand {
         default: throw UsageError("unknown stage \(stageName)")
         }
         var config = StageRunnerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-\(stageName)"),
-                                       databaseURL: Environment.databaseURL(arguments),
+                                       databaseURL: stage.databaseURL,
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
-        config.policy = try Environment.loopPolicy(maxBatch: 500)
+        config.policy = try Environment.loopPolicy(arguments, maxBatch: 500)
         do {
-            config.failpoints = try Failpoints.parse(ProcessInfo.processInfo.environment["STORELEDGER_FAILPOINT"] ?? "")
-            _ = try PGOptions.parse(ProcessInfo.processInfo.environment)
+            config.failpoints = try Failpoints.parse(process.failpoints)
+            config.failpoints.logPath = process.failpointLog
+            config.failpoints.maxLoggedCrashes = process.failpointMax
         } catch {
             throw UsageError(String(describing: error))
         }
@@ -274,8 +275,8 @@ struct WorkerCommand: CLICommand {
         return try runServices(runner, reason: { runner.loop.status.reason }, arguments, logger: Logger(component: "worker.\(stageName)"))
     }
 
-    private func loadCatalog(_ arguments: Arguments) throws -> Catalog {
-        guard let path = Environment.value(arguments, option: "catalog", env: "STORELEDGER_CATALOG") else { return Catalog() }
+    private func loadCatalog(_ path: String?) throws -> Catalog {
+        guard let path else { return Catalog() }
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read catalog \(path)") }
         // Validated at start (docs/catalog.md): a bad catalog stops the worker with every problem listed.
         do { return try Catalog.load(json: [UInt8](data), source: path) } catch { throw UsageError(error.description) }

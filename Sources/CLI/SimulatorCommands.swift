@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Foundation
 import Runtime
 import Simulator
@@ -78,8 +79,8 @@ struct SimulateCommand: CLICommand {
             ingestURL = started.ingestURL
             print("StoreLedger is up at \(ingestURL)")
         } else {
-            guard let given = arguments.value("ingest") ?? ProcessInfo.processInfo.environment["STORELEDGER_INGEST_URL"] else {
-                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set STORELEDGER_API_KEY to one of its service keys) or --dev")
+            guard let given = try Environment.read(arguments, SimulatorConfiguration.init).ingestURL else {
+                throw UsageError("pass --ingest URL (a running StoreLedger started with \(directory)/workers.env; set \(Setting.apiKey) to one of its service keys) or --dev")
             }
             ingestURL = given
         }
@@ -95,7 +96,7 @@ struct SimulateCommand: CLICommand {
     }
 
     static var defaultDirectory: String {
-        (ProcessInfo.processInfo.environment["HOME"] ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
+        ((try? Environment.read(SimulatorConfiguration.init).home) ?? NSTemporaryDirectory()) + "/.storeledger/simulator"
     }
 
     private func runScenarios(_ arguments: Arguments, store: AppStore, setup: SimulatorSetup, ingestURL: String,
@@ -175,8 +176,8 @@ extension DevStack.Options {
         options.partitions = partitions
         options.environment = environment
         // A load generator is one service key at any rate asked for: lift that key's limit only.
-        options.environment["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] = ProcessInfo.processInfo.environment["STORELEDGER_RATE_LIMIT_SERVICE_PER_S"] ?? "1000000"
-        options.environment["STORELEDGER_LOG_LEVEL"] = ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"] ?? "warning"
+        options.environment[Setting.rateLimitServicePerSecond.name] = Environment.given(.rateLimitServicePerSecond) ?? "1000000"
+        options.environment[Setting.logLevel.name] = Environment.given(.logLevel) ?? "warning"
         // dev takes this key as its service key; the simulator presents it.
         let key = try APIKeyRing.generateKey(prefix: "slk_sim")
         options.apiKey = key

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Runtime
 
@@ -5,13 +6,13 @@ import Runtime
 let commands: [CLICommand] = [
     BrokerCommand(), TopicsCommand(), MigrateCommand(), IngestCommand(), WorkerCommand(), DevCommand(), BenchCommand(),
     DeadLetterCommand(), RecoverCommand(), RefreshCommand(), SupportCommand(), DoctorCommand(), ProbeCommand(), UserCommand(),
-    WebhooksCommand(), ReportCommand(), CredentialsCommand(), ReplayCommand(),
+    WebhooksCommand(), ReportCommand(), CredentialsCommand(), ReplayCommand(), ConfigCommand(),
 ] + decodeCommands + offerCommands + simulatorCommands
 
 func printUsage(_ commands: [CLICommand]) {
     var text = "usage: storeledger <command> [options]   (storeledger <command> --help for details)\n\ncommands:\n"
     for command in commands { text += "  \(command.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(command.summary)\n" }
-    text += "\nenvironment: KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL, STORELEDGER_CATALOG, STORELEDGER_V1_SHARED_SECRETS, STORELEDGER_API_KEYS (docs/security.md)\n"
+    text += "\nenvironment: KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL, \(Setting.catalog), \(Setting.v1SharedSecrets), \(Setting.apiKeys) (docs/security.md; storeledger config lists every setting)\n"
     FileHandle.standardOutput.write(Data(text.utf8))
 }
 

@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -6,11 +7,11 @@ import HTTPServer
 
 /// Who may call ingest and how hard (docs/security.md), read from the environment and validated
 /// at startup:
-/// - client credentials: `AuthConfiguration` (STORELEDGER_API_KEYS, STORELEDGER_ADMIN_KEYS, STORELEDGER_JWT_*)
-/// - STORELEDGER_V1_SHARED_SECRETS: Apple's V1 shared secrets; without one ingest refuses to start
-///   unless STORELEDGER_INSECURE_ACCEPT_V1_WITHOUT_SHARED_SECRET=true
-/// - STORELEDGER_METRICS_ACCESS: `public` (default, for a scraper on a private network) or `admin`
-/// - STORELEDGER_RATE_LIMIT_{SERVICE,USER,ADMIN}_PER_S: per-credential request rates (burst twice that)
+/// - client credentials: `AuthConfiguration` (Setting.apiKeys, Setting.adminKeys, the Setting.jwt* settings)
+/// - Setting.v1SharedSecrets: Apple's V1 shared secrets; without one ingest refuses to start
+///   unless Setting.insecureAcceptV1WithoutSharedSecret=true
+/// - Setting.metricsAccess: `public` (default, for a scraper on a private network) or `admin`
+/// - Setting.rateLimitServicePerSecond, ...UserPerSecond, ...AdminPerSecond: per-credential request rates (burst twice that)
 public struct EdgeSecuritySettings: Sendable {
     public var auth: AuthConfiguration
     public var v1SharedSecrets: [String]
@@ -20,7 +21,7 @@ public struct EdgeSecuritySettings: Sendable {
     public var userLimit: RateLimiter.Limit
     public var adminLimit: RateLimiter.Limit
 
-    public static let insecureV1Variable = "STORELEDGER_INSECURE_ACCEPT_V1_WITHOUT_SHARED_SECRET"
+    public static let insecureV1Variable = Setting.insecureAcceptV1WithoutSharedSecret.name
 
     public init(auth: AuthConfiguration, v1SharedSecrets: [String], insecureUnverifiedV1: Bool = false, metricsNeedAdmin: Bool = false,
                 serviceLimit: RateLimiter.Limit = .init(ratePerSecond: 10_000, burst: 20_000),
@@ -35,34 +36,26 @@ public struct EdgeSecuritySettings: Sendable {
         self.adminLimit = adminLimit
     }
 
-    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> EdgeSecuritySettings {
-        func value(_ name: String) -> String? {
-            env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+    /// From ingest's access settings (`EdgeConfiguration`), validated at startup.
+    public init(_ edge: EdgeConfiguration) throws {
+        let insecure = edge.insecureAcceptV1WithoutSharedSecret
+        guard !edge.v1SharedSecrets.isEmpty || insecure else {
+            throw EdgeConfigurationError("\(Setting.v1SharedSecrets) is not set: anyone could forge a V1 notification. Set Apple's shared secret, "
+                + "or \(Self.insecureV1Variable)=true for a test setup that must accept V1 unverified")
         }
-        let secrets = (value("STORELEDGER_V1_SHARED_SECRETS") ?? "").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        let insecure = value(insecureV1Variable) == "true"
-        guard !secrets.isEmpty || insecure else {
-            throw EdgeConfigurationError("STORELEDGER_V1_SHARED_SECRETS is not set: anyone could forge a V1 notification. Set Apple's shared secret, "
-                + "or \(insecureV1Variable)=true for a test setup that must accept V1 unverified")
+        self.init(auth: try AuthConfiguration(edge.auth), v1SharedSecrets: edge.v1SharedSecrets, insecureUnverifiedV1: insecure)
+        switch edge.metricsAccess {
+        case "public": metricsNeedAdmin = false
+        case "admin": metricsNeedAdmin = true
+        case let other: throw EdgeConfigurationError("\(Setting.metricsAccess) must be public or admin, not \(other)")
         }
-        var settings = EdgeSecuritySettings(auth: try AuthConfiguration.fromEnvironment(env), v1SharedSecrets: secrets, insecureUnverifiedV1: insecure)
-        switch value("STORELEDGER_METRICS_ACCESS") ?? "public" {
-        case "public": settings.metricsNeedAdmin = false
-        case "admin": settings.metricsNeedAdmin = true
-        case let other: throw EdgeConfigurationError("STORELEDGER_METRICS_ACCESS must be public or admin, not \(other)")
+        // Bounds (0.01...1000000 requests/s) are the settings' own, checked by the reader.
+        func limit(_ perSecond: Double?, _ fallback: RateLimiter.Limit) -> RateLimiter.Limit {
+            perSecond.map { .init(ratePerSecond: $0, burst: max(1, $0 * 2)) } ?? fallback
         }
-        func rate(_ name: String, _ limit: inout RateLimiter.Limit) throws {
-            guard let text = value(name) else { return }
-            guard let perSecond = Double(text), perSecond.isFinite, perSecond >= 0.01, perSecond <= 1_000_000 else {
-                throw EdgeConfigurationError("\(name) must be a number of requests per second in 0.01...1000000")
-            }
-            limit = .init(ratePerSecond: perSecond, burst: max(1, perSecond * 2))
-        }
-        try rate("STORELEDGER_RATE_LIMIT_SERVICE_PER_S", &settings.serviceLimit)
-        try rate("STORELEDGER_RATE_LIMIT_USER_PER_S", &settings.userLimit)
-        try rate("STORELEDGER_RATE_LIMIT_ADMIN_PER_S", &settings.adminLimit)
-        return settings
+        serviceLimit = limit(edge.serviceRatePerSecond, serviceLimit)
+        userLimit = limit(edge.userRatePerSecond, userLimit)
+        adminLimit = limit(edge.adminRatePerSecond, adminLimit)
     }
 
     func limit(for principal: Principal) -> RateLimiter.Limit {

@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Domain
 import Foundation
 import HTTPServer
@@ -18,7 +19,7 @@ public struct IngestConfig: Sendable {
     public var writeTimeout: Duration = .seconds(3)
     public var kafka: KafkaConfig
     public var databaseURL: String?
-    public var offers = OfferSettings.fromEnvironment()
+    public var offers = OfferSettings()
     /// Refresh and consumption reads that ask Apple (issue 16); nil: not served.
     public var serverAPIAdmin: ServerAPIAdminRoutes?
     /// The webhook delivery log and finance reports for operators (issue 17); nil: answered 503.
@@ -58,7 +59,7 @@ public final class IngestService: Sendable {
     private let bounded: BoundedReads
 
     public init(config: IngestConfig) throws {
-        let security = try config.security ?? EdgeSecuritySettings.fromEnvironment()
+        let security = try config.security ?? EdgeSecuritySettings(EdgeConfiguration())
         self.security = security
         var kafka = config.kafka
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.
@@ -164,7 +165,7 @@ public final class IngestService: Sendable {
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
             let segments = request.path.split(separator: "/").map(String.init)
             responder.respond(config.serverAPIAdmin?.answer(request, segments: segments)
-                ?? .error(status: 404, reason: "App Store Server API admin routes are not enabled (STORELEDGER_INGEST_SERVER_API=on)"))
+                ?? .error(status: 404, reason: "App Store Server API admin routes are not enabled (\(Setting.ingestServerAPI)=on)"))
         case .wrongMethod(let allowed):
             var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
             response.headers.set(name: "Allow", value: allowed)

@@ -1,4 +1,5 @@
 import Auth
+import Configuration
 import Domain
 import Foundation
 import HTTPServer
@@ -7,9 +8,9 @@ import Postgres
 import Runtime
 
 /// Offer settings of the ingest process, read from the environment (so the `ingest` command needs
-/// no flags for them): STORELEDGER_CATALOG (the product catalog with intro variants and
-/// promotional offers), STORELEDGER_BUNDLE_ID (else the catalog's bundleId),
-/// STORELEDGER_OFFER_SIGN_TIMEOUT_MS (how long to wait for the signer, default 2000).
+/// no flags for them): Setting.catalog (the product catalog with intro variants and
+/// promotional offers), Setting.bundleId (else the catalog's bundleId),
+/// Setting.offerSignTimeoutMs (how long to wait for the signer, default 2000).
 public struct OfferSettings: Sendable {
     public var catalogPath: String?
     public var bundleId: String?
@@ -21,10 +22,9 @@ public struct OfferSettings: Sendable {
         self.signTimeout = signTimeout
     }
 
-    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> OfferSettings {
-        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
-        return OfferSettings(catalogPath: value("STORELEDGER_CATALOG"), bundleId: value("STORELEDGER_BUNDLE_ID"),
-                             signTimeout: .milliseconds(value("STORELEDGER_OFFER_SIGN_TIMEOUT_MS").flatMap { Int64($0) } ?? 2000))
+    public init(_ configuration: IngestConfiguration) {
+        self.init(catalogPath: configuration.catalogPath, bundleId: configuration.bundleId,
+                  signTimeout: .milliseconds(configuration.offerSignTimeoutMs))
     }
 }
 
@@ -48,7 +48,7 @@ final class OfferEndpoints: Sendable {
         timeout = settings.signTimeout
         guard let path = settings.catalogPath, let pool else {
             configured = nil
-            missing = "offers need STORELEDGER_CATALOG and DATABASE_URL"
+            missing = "offers need \(Setting.catalog) and DATABASE_URL"
             return
         }
         guard let data = FileManager.default.contents(atPath: path) else { throw OfferConfigurationError("cannot read catalog \(path)") }
@@ -149,7 +149,7 @@ final class OfferEndpoints: Sendable {
             return answer(responder, "signature", .error(status: 400, reason: "offers apply to auto-renewable subscriptions; \(product.id) is \(product.kind.rawValue)"))
         }
         guard let bundleId = configured.bundleId else {
-            return answer(responder, "signature", .error(status: 503, reason: "no bundle id configured (catalog bundleId or STORELEDGER_BUNDLE_ID)"))
+            return answer(responder, "signature", .error(status: 503, reason: "no bundle id configured (catalog bundleId or \(Setting.bundleId))"))
         }
         let deadline = currentTimeMs() + timeout.milliseconds
         // A guard against anything slower than the signer's deadline (a stuck database): never hang.

@@ -1,3 +1,4 @@
+import Configuration
 @testable import AppleDecoding
 import Crypto
 import Domain
@@ -118,26 +119,31 @@ final class NotificationV2Tests: XCTestCase {
         let roots = pki.rootPath
         var env = ["STORELEDGER_APPLE_ROOTS": roots, "STORELEDGER_BUNDLE_ID": "com.example",
                    "STORELEDGER_ENVIRONMENT": "Sandbox", "STORELEDGER_X509_STRICT": "false"]
-        let decoder = try AppleDecodingConfiguration.fromEnvironment(env).makeDecoder()
+        let decoder = try decoding(env).makeDecoder()
         let payload = V2Payloads.notification(signedTransaction: try pki.sign(V2Payloads.transaction()), signedRenewal: nil)
         let input = RawInput(source: .appStoreNotification, body: V2Payloads.body(try pki.sign(payload)), receivedAtMs: 1, position: nil)
         XCTAssertEqual(try decoder.decode(input).get().first?.subscriptionKey, "12345@Sandbox", "R18: the environment is part of the key")
 
         // Unconfigured: V2 refused with a clear reason, V1 still decodes.
-        let bare = try AppleDecodingConfiguration.fromEnvironment([:]).makeDecoder()
+        let bare = try decoding([:]).makeDecoder()
         XCTAssertEqual(bare.decode(input).failureValue, .permanent(PermanentFailure("v2_not_configured",
             "V2 notifications need STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID")))
 
         // A production configuration refuses non-strict chains; Production needs the app's Apple id.
         env["STORELEDGER_ENVIRONMENT"] = "Production,Sandbox"
         env["STORELEDGER_APP_APPLE_ID"] = "1234"
-        XCTAssertThrowsError(try AppleDecodingConfiguration.fromEnvironment(env))
+        XCTAssertThrowsError(try decoding(env))
         env["STORELEDGER_X509_STRICT"] = "true"
         env.removeValue(forKey: "STORELEDGER_APP_APPLE_ID")
-        XCTAssertThrowsError(try AppleDecodingConfiguration.fromEnvironment(env))
+        XCTAssertThrowsError(try decoding(env))
         env["STORELEDGER_APP_APPLE_ID"] = "1234"
-        XCTAssertNoThrow(try AppleDecodingConfiguration.fromEnvironment(env))
-        XCTAssertThrowsError(try AppleDecodingConfiguration.fromEnvironment(["STORELEDGER_APPLE_ROOTS": "/nonexistent.der"]))
-        XCTAssertThrowsError(try AppleDecodingConfiguration.fromEnvironment(["STORELEDGER_ENVIRONMENT": "Staging"]))
+        XCTAssertNoThrow(try decoding(env))
+        XCTAssertThrowsError(try decoding(["STORELEDGER_APPLE_ROOTS": "/nonexistent.der"]))
+        XCTAssertThrowsError(try decoding(["STORELEDGER_ENVIRONMENT": "Staging"]))
     }
+}
+
+/// The decode worker's configuration as `storeledger worker decode` reads it from an environment.
+private func decoding(_ environment: [String: String]) throws -> AppleDecodingConfiguration {
+    try AppleDecodingConfiguration(ConfigurationReader.read(environment, DecodingConfiguration.init))
 }

@@ -90,17 +90,13 @@ final class OutageTests: PGTestCase {
         XCTAssertEqual(backoff.remainingWait(nowMs: 0), 100, "a success starts over")
     }
 
-    func testOptionsAreValidatedWithTheirNames() throws {
-        XCTAssertEqual(try PGOptions.parse([:]), PGOptions())
-        let parsed = try PGOptions.parse(["STORELEDGER_PG_CONNECT_TIMEOUT_S": "7", "STORELEDGER_PG_STATEMENT_TIMEOUT_MS": "0"])
-        XCTAssertEqual(parsed.connectTimeoutSeconds, 7)
-        XCTAssertEqual(parsed.statementTimeoutMs, 0)
-        for bad in [["STORELEDGER_PG_CONNECT_TIMEOUT_S": "1"], ["STORELEDGER_PG_STATEMENT_TIMEOUT_MS": "-5"],
-                    ["STORELEDGER_PG_CONNECT_TIMEOUT_S": "soon"]] {
-            XCTAssertThrowsError(try PGOptions.parse(bad)) { error in
-                XCTAssertTrue(String(describing: error).contains(bad.keys.first!), "\(error)")
-            }
-        }
+    func testProcessOptionsAreTheDefaultsUntilConfiguredAtStart() {
+        XCTAssertEqual(PGOptions.process, PGOptions())
+        PGOptions.configureProcess(connectTimeoutSeconds: 7, statementTimeoutMs: 0)
+        defer { PGOptions.configureProcess(connectTimeoutSeconds: nil, statementTimeoutMs: nil) }
+        XCTAssertEqual(PGOptions.process.connectTimeoutSeconds, 7)
+        XCTAssertEqual(PGOptions.process.statementTimeoutMs, 0)
+        XCTAssertEqual(PGOptions.process.keepaliveIdleSeconds, PGOptions().keepaliveIdleSeconds)
     }
 }
 

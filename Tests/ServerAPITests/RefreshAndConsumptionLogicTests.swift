@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 @testable import Simulator
@@ -84,12 +85,12 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         XCTAssertNil(request(at: 10 * day, facts, withoutConsent), "nothing is sent without consent")
         for case let sent? in [request(at: 10 * day, facts), undelivered] { XCTAssertNil(sent.problem) }
 
-        let configured = try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "30",
+        let configured = try consumptionPolicy(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "30",
                                                                 "STORELEDGER_CONSUMPTION_CONSENT": "false"])
         XCTAssertEqual(configured.declineFromPercent, 30)
         XCTAssertFalse(configured.customerConsented)
-        XCTAssertThrowsError(try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "101"]))
-        XCTAssertThrowsError(try ConsumptionPolicy.fromEnvironment(["STORELEDGER_CONSUMPTION_GRANT_FULL_BELOW_PERCENT": "60"]),
+        XCTAssertThrowsError(try consumptionPolicy(["STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT": "101"]))
+        XCTAssertThrowsError(try consumptionPolicy(["STORELEDGER_CONSUMPTION_GRANT_FULL_BELOW_PERCENT": "60"]),
                              "the grant-full threshold above the decline one")
     }
 }
@@ -106,4 +107,9 @@ enum Base64URLText {
         characters[index] = characters[index] == "A" ? "B" : "A"
         return String(characters)
     }
+}
+
+/// The consumption policy as `storeledger worker consumption` reads it from an environment.
+private func consumptionPolicy(_ environment: [String: String]) throws -> ConsumptionPolicy {
+    try ConsumptionPolicy(ConfigurationReader.read(environment, ConsumptionConfiguration.init))
 }

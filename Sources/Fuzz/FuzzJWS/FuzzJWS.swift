@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Foundation
 import FuzzDriver
@@ -12,10 +13,10 @@ func fuzzOne(_ bytes: [UInt8]) {
 }
 
 enum FuzzSetup {
-    /// Apple's test CA (STORELEDGER_FUZZ_JWS_ROOT or the fixtures' copy), non-strict like Apple's
+    /// Apple's test CA (Setting.fuzzJWSRoot or the fixtures' copy), non-strict like Apple's
     /// tests, so seeds signed with the test chain reach the signature and app checks.
     static let verifier: SignedDataVerifier = {
-        let path = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_JWS_ROOT"] ?? "../shared/fixtures/apple-lib/certs/testCA.der"
+        let path = FuzzConfiguration.process.jwsRoot
         let roots = (try? AppleDecodingConfiguration.loadCertificate(path)).map { [$0] } ?? []
         return try! SignedDataVerifier(roots: roots, bundleId: "com.example", appAppleId: 1234,
                                        environments: [.sandbox, .production], strictChecks: false)

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Domain
 import Foundation

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -197,12 +198,12 @@ enum Seeds {
     }
 }
 
-/// `FuzzDriver.run`; either build: `STORELEDGER_FUZZ_WRITE_SEEDS=DIR FuzzPipeline` writes the synthetic
+/// `FuzzDriver.run`; either build: `Setting.fuzzWriteSeeds=DIR FuzzPipeline` writes the synthetic
 /// seeds and exits.
 @main
 struct Entry {
     static func main() {
-        if let directory = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_WRITE_SEEDS"] {
+        if let directory = FuzzConfiguration.process.writeSeeds {
             do { try Seeds.write(to: directory) } catch { print("cannot write seeds: \(error)"); exit(1) }
             exit(0)
         }

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Foundation
 import FuzzDriver
@@ -13,10 +14,9 @@ func fuzzOne(_ bytes: [UInt8]) {
 }
 
 enum FuzzSetup {
-    /// STORELEDGER_FUZZ_RECEIPT_ROOT or the fixtures' Apple Inc. Root, when present.
+    /// Setting.fuzzReceiptRoot or the fixtures' Apple Inc. Root, when present.
     static let verifier: AppReceiptVerifier? = {
-        let path = ProcessInfo.processInfo.environment["STORELEDGER_FUZZ_RECEIPT_ROOT"]
-            ?? "../shared/fixtures/certs/apple-real/AppleIncRootCertificate.cer"
+        let path = FuzzConfiguration.process.receiptRoot
         guard let root = try? AppleDecodingConfiguration.loadCertificate(path) else { return nil }
         return try? AppReceiptVerifier(roots: [root])
     }()

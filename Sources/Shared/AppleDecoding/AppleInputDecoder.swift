@@ -1,3 +1,4 @@
+import Configuration
 import Domain
 import Foundation
 
@@ -46,7 +47,7 @@ public struct AppleInputDecoder: Sendable {
             if object["signedPayload"] != nil {
                 guard let v2 else {
                     return .failure(.permanent(PermanentFailure("v2_not_configured",
-                        "V2 notifications need STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID")))
+                        "V2 notifications need \(Setting.appleRoots) and \(Setting.bundleId)")))
                 }
                 return v2.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
                     .mapError { .permanent($0) }
@@ -60,14 +61,14 @@ public struct AppleInputDecoder: Sendable {
             // The same trust as V2 notifications: Apple's chain, this bundle id, accepted environments.
             guard let v2 else {
                 return .failure(.permanent(PermanentFailure("v2_not_configured",
-                    "App Store Server API answers need STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID")))
+                    "App Store Server API answers need \(Setting.appleRoots) and \(Setting.bundleId)")))
             }
             return ServerAPIRecordDecoder(verifier: v2.verifier)
                 .decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position).mapError { .permanent($0) }
         case .appReceipt:
             guard let receipts else {
                 return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured,
-                    "receipt validation needs STORELEDGER_RECEIPT_ROOTS (local) or verifyReceipt endpoints")))
+                    "receipt validation needs \(Setting.receiptRoots) (local) or verifyReceipt endpoints")))
             }
             return receipts.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
         }

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 
@@ -27,77 +28,62 @@ public struct AppleDecodingConfiguration: Sendable {
 
     public init() {}
 
-    /// Reads `STORELEDGER_*` variables (see docs/configuration.md). Throws on anything unusable.
-    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> AppleDecodingConfiguration {
-        func value(_ name: String) -> String? {
-            env[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-        }
-        func list(_ name: String) -> [String] {
-            (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        var config = AppleDecodingConfiguration()
-        config.appleRoots = try list("STORELEDGER_APPLE_ROOTS").map(loadCertificate)
-        config.receiptRoots = try list("STORELEDGER_RECEIPT_ROOTS").map(loadCertificate)
-        config.bundleId = value("STORELEDGER_BUNDLE_ID")
-        if let id = value("STORELEDGER_APP_APPLE_ID") {
-            guard let number = Int64(id) else { throw ConfigurationError("STORELEDGER_APP_APPLE_ID must be an integer, got \"\(id)\"") }
-            config.appAppleId = number
-        }
-        let environments = list("STORELEDGER_ENVIRONMENT")
-        if !environments.isEmpty {
-            config.environments = try environments.map { name in
+    /// From the decode settings (`DecodingConfiguration`, docs/configuration.md): loads the
+    /// certificates and throws on anything unusable.
+    public init(_ settings: DecodingConfiguration) throws {
+        appleRoots = try settings.appleRoots.map(Self.loadCertificate)
+        receiptRoots = try settings.receiptRoots.map(Self.loadCertificate)
+        bundleId = settings.bundleId
+        appAppleId = settings.appAppleId
+        if !settings.environments.isEmpty {
+            environments = try settings.environments.map { name in
                 guard let environment = AppStoreEnvironment(lenient: name) else {
-                    throw ConfigurationError("STORELEDGER_ENVIRONMENT: unknown environment \"\(name)\" (Production, Sandbox, Xcode, LocalTesting)")
+                    throw ConfigurationError("\(Setting.environment): unknown environment \"\(name)\" (Production, Sandbox, Xcode, LocalTesting)")
                 }
                 return environment
             }
         }
-        if let strict = value("STORELEDGER_X509_STRICT") { config.strictX509 = try flag(strict, "STORELEDGER_X509_STRICT") }
-        if let skip = value("STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION") {
-            config.skipLocalVerification = try flag(skip, "STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION")
-        }
-        config.v1SharedSecrets = list("STORELEDGER_V1_SHARED_SECRETS")
-        let urls = list("STORELEDGER_VERIFY_RECEIPT_URLS") + list("STORELEDGER_VERIFY_RECEIPT_URL")
+        strictX509 = settings.strictX509 ?? strictX509
+        skipLocalVerification = settings.skipLocalVerification ?? skipLocalVerification
+        v1SharedSecrets = settings.v1SharedSecrets
+        let urls = settings.verifyReceiptURLs
         if !urls.isEmpty {
             guard urls.count <= 2, let production = URL(string: urls[0]), let sandbox = URL(string: urls.count == 2 ? urls[1] : urls[0]) else {
-                throw ConfigurationError("STORELEDGER_VERIFY_RECEIPT_URLS must be \"<production URL>,<sandbox URL>\"")
+                throw ConfigurationError("\(Setting.verifyReceiptURLs) must be \"<production URL>,<sandbox URL>\"")
             }
-            config.verifyReceiptProductionURL = production
-            config.verifyReceiptSandboxURL = sandbox
+            verifyReceiptProductionURL = production
+            verifyReceiptSandboxURL = sandbox
         }
-        config.verifyReceiptPassword = value("STORELEDGER_VERIFY_RECEIPT_PASSWORD") ?? config.v1SharedSecrets.first
-        if let exclude = value("STORELEDGER_EXCLUDE_OLD_TRANSACTIONS") {
-            config.excludeOldTransactions = try flag(exclude, "STORELEDGER_EXCLUDE_OLD_TRANSACTIONS")
-        }
-        if let mode = value("STORELEDGER_RECEIPT_VALIDATION") {
+        verifyReceiptPassword = settings.verifyReceiptPassword ?? v1SharedSecrets.first
+        excludeOldTransactions = settings.excludeOldTransactions ?? excludeOldTransactions
+        if let mode = settings.receiptValidation {
             guard let parsed = ReceiptValidation(rawValue: mode.lowercased()) else {
-                throw ConfigurationError("STORELEDGER_RECEIPT_VALIDATION must be local or verify-receipt, got \"\(mode)\"")
+                throw ConfigurationError("\(Setting.receiptValidation) must be local or verify-receipt, got \"\(mode)\"")
             }
-            config.receiptValidation = parsed
-        } else if config.verifyReceiptProductionURL != nil, config.receiptRoots.isEmpty {
-            config.receiptValidation = .verifyReceipt
+            receiptValidation = parsed
+        } else if verifyReceiptProductionURL != nil, receiptRoots.isEmpty {
+            receiptValidation = .verifyReceipt
         }
-        try config.validate()
-        return config
+        try validate()
     }
 
     /// Rules that keep a production deployment honest.
     public func validate() throws {
         let production = environments.contains(.production)
         if production, !strictX509 {
-            throw ConfigurationError("STORELEDGER_X509_STRICT=false is refused when Production data is accepted: only Apple's test chain needs it")
+            throw ConfigurationError("\(Setting.x509Strict)=false is refused when Production data is accepted: only Apple's test chain needs it")
         }
         if skipLocalVerification, environments.contains(where: { !$0.isLocal }) {
-            throw ConfigurationError("STORELEDGER_SKIP_LOCAL_JWS_VERIFICATION is only allowed when STORELEDGER_ENVIRONMENT lists Xcode/LocalTesting alone")
+            throw ConfigurationError("\(Setting.skipLocalJWSVerification) is only allowed when \(Setting.environment) lists Xcode/LocalTesting alone")
         }
         if !appleRoots.isEmpty, bundleId == nil {
-            throw ConfigurationError("STORELEDGER_APPLE_ROOTS is set but STORELEDGER_BUNDLE_ID is not: V2 data is checked against the app's bundle id")
+            throw ConfigurationError("\(Setting.appleRoots) is set but \(Setting.bundleId) is not: V2 data is checked against the app's bundle id")
         }
         if !appleRoots.isEmpty, production, appAppleId == nil {
-            throw ConfigurationError("STORELEDGER_APP_APPLE_ID is required when Production data is accepted (or set STORELEDGER_ENVIRONMENT=Sandbox)")
+            throw ConfigurationError("\(Setting.appAppleId) is required when Production data is accepted (or set \(Setting.environment)=Sandbox)")
         }
         if receiptValidation == .verifyReceipt, verifyReceiptProductionURL == nil {
-            throw ConfigurationError("STORELEDGER_RECEIPT_VALIDATION=verify-receipt needs STORELEDGER_VERIFY_RECEIPT_URLS")
+            throw ConfigurationError("\(Setting.receiptValidation)=verify-receipt needs \(Setting.verifyReceiptURLs)")
         }
     }
 
@@ -135,14 +121,6 @@ public struct AppleDecodingConfiguration: Sendable {
             return try X509Certificate(der: bytes)
         } catch {
             throw ConfigurationError("certificate file \(path) is not a DER or PEM certificate: \(error.message)")
-        }
-    }
-
-    private static func flag(_ text: String, _ name: String) throws -> Bool {
-        switch text.lowercased() {
-        case "1", "true", "yes", "on": return true
-        case "0", "false", "no", "off": return false
-        default: throw ConfigurationError("\(name) must be true or false, got \"\(text)\"")
         }
     }
 }

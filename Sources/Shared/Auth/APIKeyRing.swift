@@ -26,7 +26,7 @@ public struct APIKeyRing: Sendable {
 
     public init(entries: [Entry]) { self.entries = entries }
 
-    /// `name=hexsha256,name=hexsha256`: the form of STORELEDGER_API_KEYS / STORELEDGER_ADMIN_KEYS.
+    /// `name=hexsha256,name=hexsha256`: the form of Setting.apiKeys / Setting.adminKeys.
     public static func parse(_ text: String, role: Role, variable: String) throws(AuthConfigurationError) -> [Entry] {
         var entries: [Entry] = []
         for item in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {

@@ -1,10 +1,11 @@
+import Configuration
 import Foundation
 import Runtime
 import Synchronization
 
 /// A private, throwaway PostgreSQL cluster for tests, demos and benchmarks, run from the
 /// distribution's server binaries (`/usr/lib/postgresql/<newest>/bin`, or the directory in
-/// `STORELEDGER_PG_BIN`). It lives in its own directory (data, socket, log), listens on
+/// `Setting.pgBin`). It lives in its own directory (data, socket, log), listens on
 /// 127.0.0.1 on a free port, trusts local connections and skips fsync: fast (~1.2 s to
 /// start) and disposable. `stop()` (or deinit) shuts it down and deletes the directory.
 ///
@@ -211,11 +212,16 @@ public final class EmbeddedPostgres: Sendable {
 
     // MARK: Steps
 
+    private static let binDirectoryOverride = Mutex<String?>(nil)
+
+    /// Set once at process start from `Setting.pgBin`; `nil` finds Debian's newest server.
+    public static func configureBinDirectory(_ path: String?) { binDirectoryOverride.withLock { $0 = path } }
+
     private static func findBinDirectory() throws -> String {
         let fileManager = FileManager.default
-        if let override = ProcessInfo.processInfo.environment["STORELEDGER_PG_BIN"], !override.isEmpty {
+        if let override = binDirectoryOverride.withLock({ $0 }), !override.isEmpty {
             guard fileManager.isExecutableFile(atPath: override + "/initdb") else {
-                throw PGError(kind: .embeddedServer, message: "STORELEDGER_PG_BIN=\(override) has no initdb")
+                throw PGError(kind: .embeddedServer, message: "\(Setting.pgBin)=\(override) has no initdb")
             }
             return override
         }
@@ -226,7 +232,7 @@ public final class EmbeddedPostgres: Sendable {
         guard let newest = versions.last else {
             throw PGError(kind: .embeddedServer, message: """
                 no PostgreSQL server binaries in \(root)/<version>/bin (install the postgresql package \
-                or set STORELEDGER_PG_BIN)
+                or set \(Setting.pgBin))
                 """)
         }
         return "\(root)/\(newest)/bin"

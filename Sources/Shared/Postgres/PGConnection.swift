@@ -32,7 +32,7 @@ public final class PGConnection {
 
     /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
     /// string. Errors never repeat the URL (it may hold a password). `options` bound how long
-    /// connecting and each statement may take (the process's STORELEDGER_PG_* settings by default).
+    /// connecting and each statement may take (the process's Setting.pg* settings by default).
     public init(url: String, options: PGOptions = .process) throws {
         conninfo = url
         self.options = options

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Client-side limits every connection gets (docs/configuration.md, "PostgreSQL"), so an
 /// unreachable or hung server turns into an error the caller can classify as an outage instead
@@ -14,35 +15,23 @@ public struct PGOptions: Sendable, Equatable {
 
     public init() {}
 
-    public static let connectTimeoutVariable = "STORELEDGER_PG_CONNECT_TIMEOUT_S"
-    public static let statementTimeoutVariable = "STORELEDGER_PG_STATEMENT_TIMEOUT_MS"
+    private static let configured = Mutex(PGOptions())
 
-    /// Reads and validates the settings; throws a message naming the variable and its range.
-    public static func parse(_ environment: [String: String]) throws(PGOptionsError) -> PGOptions {
-        var options = PGOptions()
-        func number(_ name: String, _ range: ClosedRange<Int>) throws(PGOptionsError) -> Int? {
-            guard let text = environment[name], !text.isEmpty else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw PGOptionsError(description: "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return value
+    /// What connections use unless given other options: this process's settings, validated and
+    /// set once at startup (`configureProcess`); the defaults until then.
+    public static var process: PGOptions { configured.withLock { $0 } }
+
+    public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?) {
+        configured.withLock { options in
+            options = PGOptions()
+            if let connectTimeoutSeconds { options.connectTimeoutSeconds = connectTimeoutSeconds }
+            if let statementTimeoutMs { options.statementTimeoutMs = statementTimeoutMs }
         }
-        if let connect = try number(connectTimeoutVariable, 2...300) { options.connectTimeoutSeconds = connect }
-        if let statement = try number(statementTimeoutVariable, 0...3_600_000) { options.statementTimeoutMs = statement }
-        return options
     }
-
-    /// What connections use unless given other options: this process's environment, validated
-    /// at startup by the CLI (an invalid value stops the command there; here it falls back).
-    public static let process: PGOptions = (try? parse(ProcessInfo.processInfo.environment)) ?? PGOptions()
 
     /// libpq keywords appended after the caller's URL (later keywords win in PQconnectdbParams).
     var connectKeywords: [(String, String)] {
         [("connect_timeout", String(connectTimeoutSeconds)), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3")]
     }
-}
-
-public struct PGOptionsError: Error, CustomStringConvertible {
-    public let description: String
 }

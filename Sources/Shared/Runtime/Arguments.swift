@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 
 /// A small command-line parser: `--name value`, `--name=value`, repeated options, flags and
@@ -42,9 +43,9 @@ public struct Arguments: Sendable {
     public func has(_ flag: String) -> Bool { flags.contains(flag) }
     public func value(_ name: String) -> String? { options[name]?.last }
     public func values(_ name: String) -> [String] { options[name] ?? [] }
-    /// `--name`, else the environment variable when set and not empty (an option wins over the environment).
-    public func value(_ name: String, orEnvironment variable: String) -> String? {
-        value(name) ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+    /// `--name`, else the setting's variable when set and not empty (an option wins over the environment).
+    public func value(_ name: String, or setting: Setting) -> String? {
+        value(name) ?? ConfigurationReader(environment: ProcessEnvironment.current).raw(setting)
     }
 
     public func int(_ name: String, default fallback: Int) throws -> Int {

@@ -1,6 +1,7 @@
+import Configuration
 import Foundation
 
-/// Test-only crash points (STORELEDGER_FAILPOINT, docs/configuration.md): a chaos test makes a
+/// Test-only crash points (Setting.failpoint, docs/configuration.md): a chaos test makes a
 /// worker die by SIGKILL exactly where a crash is most dangerous (outputs published but the
 /// PostgreSQL transaction open; effects committed but offsets not), not just wherever a random
 /// kill happens to land. Pure parsing; `hit` draws from an injected random source.
@@ -20,6 +21,10 @@ public struct Failpoints: Sendable, Equatable {
     /// Test-only SIGSTOP of the process once, before its first COMMIT (a zombie with an open transaction).
     public private(set) var stopBeforeCommit = false
 
+    /// Where crashes are logged and how many may happen (`Setting.failpointLog`, `Setting.failpointMax`).
+    public var logPath: String?
+    public var maxLoggedCrashes: Int?
+
     public init() {}
 
     /// `name[:probability],...`, e.g. `after-pg-commit:0.02,before-offset-commit` (probability 1 when omitted).
@@ -33,11 +38,11 @@ public struct Failpoints: Sendable, Equatable {
             }
             guard let point = Point(rawValue: parts[0]) else {
                 let known = (["stop-before-commit"] + Point.allCases.map(\.rawValue)).joined(separator: ", ")
-                throw FailpointError(description: "unknown STORELEDGER_FAILPOINT \(parts[0]) (known: \(known))")
+                throw FailpointError(description: "unknown \(Setting.failpoint) \(parts[0]) (known: \(known))")
             }
             let probability = parts.count == 2 ? Double(parts[1]) : 1
             guard let probability, (0...1).contains(probability) else {
-                throw FailpointError(description: "STORELEDGER_FAILPOINT \(parts[0]) needs a probability in 0...1")
+                throw FailpointError(description: "\(Setting.failpoint) \(parts[0]) needs a probability in 0...1")
             }
             points.probabilities[point] = probability
         }
@@ -51,14 +56,13 @@ public struct Failpoints: Sendable, Equatable {
     }
 
     /// Crashes this process by SIGKILL at `point` if it is armed and drawn; first appends
-    /// `<pid> <point> <ms since epoch>` to STORELEDGER_FAILPOINT_LOG (when set), so a test can
-    /// count the hits. With STORELEDGER_FAILPOINT_MAX too, points stop firing once the log holds
+    /// `<pid> <point> <ms since epoch>` to Setting.failpointLog (when set), so a test can
+    /// count the hits. With Setting.failpointMax too, points stop firing once the log holds
     /// that many hits (across restarts of every worker sharing the log): a bounded chaos run.
     public func crashIfHit(_ point: Point) {
         guard hit(point) else { return }
-        let environment = ProcessInfo.processInfo.environment
-        if let path = environment["STORELEDGER_FAILPOINT_LOG"], !path.isEmpty {
-            if let max = environment["STORELEDGER_FAILPOINT_MAX"].flatMap(Int.init),
+        if let path = logPath, !path.isEmpty {
+            if let max = maxLoggedCrashes,
                let log = FileManager.default.contents(atPath: path), log.count(where: { $0 == 0x0A }) >= max {
                 return
             }

@@ -27,7 +27,7 @@ public enum LogLevel: Int, Sendable, Comparable {
     case debug = 0, info, warning, error
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
     var name: String { ["debug", "info", "warning", "error"][rawValue] }
-    static func named(_ name: String?) -> LogLevel? {
+    public static func named(_ name: String?) -> LogLevel? {
         switch name?.lowercased() {
         case "debug": return .debug
         case "info": return .info
@@ -43,9 +43,8 @@ public enum LogLevel: Int, Sendable, Comparable {
 /// `dead_letter`); secrets never go into fields.
 public struct Logger: Sendable {
     public let component: String
-    /// STORELEDGER_LOG_LEVEL = debug | info | warning | error (default info).
-    private static let minimum = Atomic<Int>(LogLevel.named(ProcessInfo.processInfo.environment["STORELEDGER_LOG_LEVEL"])?.rawValue
-                                             ?? LogLevel.info.rawValue)
+    /// Setting.logLevel = debug | info | warning | error (default info), applied at process start (`ProcessSetup`).
+    private static let minimum = Atomic<Int>(LogLevel.info.rawValue)
     private static let lock = Mutex(())
 
     public init(component: String) { self.component = component }

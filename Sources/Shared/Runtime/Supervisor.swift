@@ -1,9 +1,10 @@
+import Configuration
 import Foundation
 import Synchronization
 
 /// Runs a set of child processes as one unit: starts them in order, restarts one that dies
 /// unexpectedly (with backoff), and on stop terminates them in reverse order (SIGTERM, then
-/// SIGKILL after a grace period). Children learn our pid through STORELEDGER_PARENT_PID and stop
+/// SIGKILL after a grace period). Children learn our pid through Setting.parentPid and stop
 /// themselves if we vanish, so nothing is left running even after a hard kill. Their standard output
 /// is never read; their standard error may be relayed (`StderrRoute`) so a failed start can quote it.
 public final class Supervisor: Sendable {
@@ -139,9 +140,9 @@ public final class Supervisor: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = child.arguments
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessEnvironment.current
         for (key, value) in child.environment { environment[key] = value }
-        environment["STORELEDGER_PARENT_PID"] = String(getpid())
+        environment[Setting.parentPid.name] = String(getpid())
         process.environment = environment
         if case .relay(let path) = child.stderr {
             let pipe = Pipe()
@@ -249,10 +250,15 @@ private final class LineReader: Sendable {
 }
 
 extension StopSignal {
-    /// Stops when the supervising parent (STORELEDGER_PARENT_PID) is gone, so a hard-killed
+    /// Stops when the supervising parent (Setting.parentPid) is gone, so a hard-killed
     /// `storeledger dev` leaves no orphans.
+    private static let supervisingParent = Mutex<Int32?>(nil)
+
+    /// Set once at process start (`ProcessSetup`) from `Setting.parentPid`.
+    public static func configureSupervisingParent(_ pid: Int32?) { supervisingParent.withLock { $0 = pid } }
+
     public func stopWhenParentExits() {
-        guard let text = ProcessInfo.processInfo.environment["STORELEDGER_PARENT_PID"], let parent = Int32(text) else { return }
+        guard let parent = Self.supervisingParent.withLock({ $0 }) else { return }
         Thread.detachNewThread { [self] in
             while !isStopped {
                 if getppid() != parent { stop(); return }

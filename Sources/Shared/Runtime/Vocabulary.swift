@@ -1,6 +1,7 @@
 /// Every metric family and log event StoreLedger emits, in one list: what operators alert on and
 /// search for. docs/observability.md documents each; `VocabularyTests` fail on a name the code
 /// uses that is missing here, on an entry no code uses, and on an entry the document lacks.
+import Configuration
 public enum Vocabulary {
     public enum MetricType: String, Sendable { case counter, gauge, histogram }
 
@@ -178,6 +179,6 @@ public enum Vocabulary {
         .init(name: "recovery_pass_failed", meaning: "A scheduled recovery pass failed (PostgreSQL, Apple); retried at the next interval."),
         .init(name: "prefilled", meaning: "bench pipeline filled its input topic."),
         .init(name: "replay_finished", meaning: "storeledger replay finished (stage, dry run, records read, subscriptions, entries planned and written, code version)."),
-        .init(name: "test_wrong_rule_active", meaning: "Tests only: a worker runs with a deliberately wrong rule (STORELEDGER_TEST_WRONG_RULE)."),
+        .init(name: "test_wrong_rule_active", meaning: "Tests only: a worker runs with a deliberately wrong rule (\(Setting.testWrongRule))."),
     ]
 }

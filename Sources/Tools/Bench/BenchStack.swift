@@ -1,5 +1,7 @@
 import Foundation
+import Configuration
 import LocalStack
+import Runtime
 
 extension StackPlan {
     /// The benches' stack: the broker in this process (CPU figures count it, as they count the stages
@@ -9,5 +11,19 @@ extension StackPlan {
         plan.broker = .inProcess
         plan.partitions = partitions
         return plan
+    }
+}
+
+extension BenchConfiguration {
+    /// The bench settings of this process (a flag of the list before its variable); every problem
+    /// found is one usage error.
+    static func read(_ arguments: Arguments) throws -> BenchConfiguration {
+        var flags: [String: String] = [:]
+        for setting in Setting.all { if let flag = setting.flag, let value = arguments.value(flag) { flags[flag] = value } }
+        do {
+            return try ConfigurationReader.read(ProcessEnvironment.current, flags: flags, roles: [.bench], BenchConfiguration.init)
+        } catch {
+            throw UsageError(error.description)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -11,12 +12,13 @@ import Runtime
 public enum DecodeBench {
     public static func run(_ arguments: Arguments) throws -> Int32 {
         let seconds = arguments.has("quick") ? 1.0 : Double(try arguments.int("seconds", default: 3))
-        let fixtures = ProcessInfo.processInfo.environment["STORELEDGER_FIXTURES"] ?? "../shared/fixtures"
+        let settings = try BenchConfiguration.read(arguments)
+        let fixtures = settings.fixtures
         guard FileManager.default.fileExists(atPath: fixtures) else {
-            throw UsageError("fixtures folder \(fixtures) not found (run from the repository root or set STORELEDGER_FIXTURES)")
+            throw UsageError("fixtures folder \(fixtures) not found (run from the repository root or set \(Setting.fixtures))")
         }
-        // STORELEDGER_BENCH_ONLY=notifications|receipts runs one part (for profiling with perf).
-        let only = ProcessInfo.processInfo.environment["STORELEDGER_BENCH_ONLY"]
+        // Setting.benchOnly=notifications|receipts runs one part (for profiling with perf).
+        let only = settings.only
         var figures: [String: Double] = [:]
         if only == nil || only == "notifications" {
             figures["v2_notifications_per_second"] = try notifications(fixtures: fixtures, seconds: seconds)

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import HTTPServer
 import Postgres
@@ -26,7 +27,7 @@ public enum E2EBench {
         let runs = try arguments.int("runs", default: quick ? 1 : 3)
         let rateSeconds = Double(try arguments.int("seconds", default: quick ? 6 : 12))
         let flatEvents = try arguments.int("events", default: quick ? 4_000 : 9_000)
-        let connections = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_CONNECTIONS"] ?? "") ?? 64
+        let connections = try BenchConfiguration.read(arguments).connections
         let trivialSeconds = quick ? 3.0 : 5.0
         guard runs >= 1, rateSeconds >= 1, flatEvents >= 100 else { throw UsageError("--runs ≥ 1, --seconds ≥ 1, --events ≥ 100") }
 

@@ -1,3 +1,4 @@
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -9,8 +10,8 @@ import Stages
 
 /// `storeledger bench pipeline`: events/s through dedupe → classify → membership, the stage runners
 /// in this process (one consumer group per stage, one member each by default as `storeledger dev`
-/// runs them — STORELEDGER_BENCH_MEMBERS=2 scales out —, a PostgreSQL transaction per poll batch of 500 —
-/// STORELEDGER_BENCH_BATCH —, as `storeledger worker` runs them), with the decoded topic pre-filled.
+/// runs them — Setting.benchMembers=2 scales out —, a PostgreSQL transaction per poll batch of 500 —
+/// Setting.benchBatch —, as `storeledger worker` runs them), with the decoded topic pre-filled.
 /// Embedded broker and PostgreSQL unless --bootstrap / --database-url are given.
 ///
 /// The input: `--events` (default 100,000; --quick 10,000) decoded V2-style events over
@@ -24,18 +25,19 @@ public enum PipelineBench {
     public static func run(_ arguments: Arguments) throws -> Int32 {
         let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
-        let batch = Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_BATCH"] ?? "") ?? 500
+        let settings = try BenchConfiguration.read(arguments)
+        let batch = settings.batch
         // Consumer-group members per stage (each like one `storeledger worker <stage>` process): one
         // member's loop is serial (poll, process, PostgreSQL, acks, commit); two overlap those waits.
-        let members = max(1, Int(ProcessInfo.processInfo.environment["STORELEDGER_BENCH_MEMBERS"] ?? "") ?? 1)
+        let members = settings.members
         let subscriptions = events / perSubscription
         let total = subscriptions * perSubscription
         let logger = Logger(component: "bench.pipeline")
 
         // Infrastructure: the embedded broker keeps 5 MiB per partition, so spread the topics wide.
         var plan = try StackPlan.benchmark(partitions: 32)
-        if let given = arguments.value("bootstrap", orEnvironment: "KAFKA_BOOTSTRAP_SERVERS") { plan.broker = .given(given) }
-        if let given = arguments.value("database-url", orEnvironment: "DATABASE_URL") { plan.database = .given(given) }
+        if let given = arguments.value("bootstrap", or: .kafkaBootstrapServers) { plan.broker = .given(given) }
+        if let given = arguments.value("database-url", or: .databaseURL) { plan.database = .given(given) }
         let stack = try LocalStack.start(plan)
         defer { stack.stop() }
         let bootstrap = stack.bootstrap

@@ -1,3 +1,4 @@
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -20,7 +21,7 @@ import Stages
 ///    member joins every stage, later it leaves again (SIGTERM-like: stop, commit, leave the group).
 ///    A stage's pause is the longest stretch without a processed batch from the change until its
 ///    group works with the new members (every member has processed a batch since the change).
-/// Consumers use the session timeout of `storeledger dev` (STORELEDGER_KAFKA_SESSION_TIMEOUT_MS,
+/// Consumers use the session timeout of `storeledger dev` (Setting.kafkaSessionTimeoutMs,
 /// default here 6000): on the embedded broker a rebalance waits about that minus one second.
 public enum ScaleBench {
     static let partitions: Int32 = 24  // divisible by 1, 2 and 3 members; keeps each partition under the mock's 5 MiB
@@ -29,7 +30,7 @@ public enum ScaleBench {
     public static func run(_ arguments: Arguments) throws -> Int32 {
         let events = arguments.has("quick") ? 5_000 : try arguments.int("events", default: 20_000)
         guard events >= PipelineBench.perSubscription * 10 else { throw UsageError("--events must be at least \(PipelineBench.perSubscription * 10)") }
-        let sessionMs = Int(ProcessInfo.processInfo.environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] ?? "") ?? 6_000
+        let sessionMs = try BenchConfiguration.read(arguments).sessionTimeoutMs
         var figures: [(String, Double)] = [("events", Double(events)), ("partitions", Double(partitions)),
                                            ("session_timeout_ms", Double(sessionMs))]
         var oneMemberRate = 0.0

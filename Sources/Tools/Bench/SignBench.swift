@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -112,8 +113,8 @@ public enum SignBench {
         var plan = try StackPlan.benchmark(partitions: 4)
         plan.database = .none
         if let bootstrap { plan.broker = .given(bootstrap) }
-        plan.environment = ["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS": "6000", "STORELEDGER_LOG_LEVEL": "warning"]
-        plan.children = [.signer(environment: ["STORELEDGER_SIGNING_KEYS": "BENCHKEY01=\(keyFile)"], onExit: .ignore)]
+        plan.environment = [Setting.kafkaSessionTimeoutMs.name: "6000", Setting.logLevel.name: "warning"]
+        plan.children = [.signer(environment: [Setting.signingKeys.name: "BENCHKEY01=\(keyFile)"], onExit: .ignore)]
         let stack = try LocalStack.start(plan)
         defer { stack.stop(grace: .seconds(5)) }
         let servers = stack.bootstrap

@@ -1,3 +1,4 @@
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -18,8 +19,8 @@ public func prepareDemo() throws -> DemoSetup {
     let setup = try SimulatorSetup.prepare(directory: directory)
     var environment = setup.environment
     // dev starts its own signer with its own key.
-    environment.removeValue(forKey: "STORELEDGER_SIGNING_KEYS")
-    environment.removeValue(forKey: "STORELEDGER_SIGNING_DEFAULT_KEY_ID")
+    environment.removeValue(forKey: Setting.signingKeys.name)
+    environment.removeValue(forKey: Setting.signingDefaultKeyId.name)
     return DemoSetup(simulator: setup, environment: environment)
 }
 
@@ -140,7 +141,7 @@ private func driveDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, 
           curl -H 'Authorization: Bearer \(key)' '\(ingestURL)/v1/users/\(sample)/ledger?limit=20'
           curl -H 'Authorization: Bearer \(key)' \(ingestURL)/v1/users/\(sample)/offers
           curl \(ingestURL)/metrics
-        More: STORELEDGER_API_KEY=\(key) storeledger simulate scenarios --ingest \(ingestURL) --dir \(setup.directory)
+        More: \(Setting.apiKey)=\(key) storeledger simulate scenarios --ingest \(ingestURL) --dir \(setup.directory)
         StoreLedger keeps running; Ctrl-C stops everything.
         """)
 }

@@ -1,3 +1,4 @@
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -128,8 +129,8 @@ public final class LocalStack: Sendable {
     /// The environment every role process gets: the plan's, with the broker and the database.
     public var environment: [String: String] {
         var environment = plan.environment
-        environment["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-        if let databaseURL { environment["DATABASE_URL"] = databaseURL }
+        environment[Setting.kafkaBootstrapServers.name] = bootstrap
+        if let databaseURL { environment[Setting.databaseURL.name] = databaseURL }
         return environment
     }
 
@@ -197,7 +198,7 @@ public final class LocalStack: Sendable {
         process.executableURL = URL(fileURLWithPath: plan.executable)
         process.arguments = ["migrate"]
         // The URL travels in the environment, not in the argument list every `ps` shows.
-        process.environment = ProcessInfo.processInfo.environment.merging(plan.environment) { $1 }.merging(["DATABASE_URL": databaseURL]) { $1 }
+        process.environment = ProcessEnvironment.current.merging(plan.environment) { $1 }.merging([Setting.databaseURL.name: databaseURL]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         let errors = Pipe()
         process.standardError = errors

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 
@@ -37,15 +38,15 @@ public struct SimulatorSetup: Sendable {
         }
         let root = "\(directory)/\(SimulatorPKI.rootFile)"
         var environment = [
-            "STORELEDGER_APPLE_ROOTS": root,
-            "STORELEDGER_RECEIPT_ROOTS": root,
-            "STORELEDGER_BUNDLE_ID": config.bundleId,
-            "STORELEDGER_APP_APPLE_ID": String(appAppleId),
-            "STORELEDGER_ENVIRONMENT": "Production,Sandbox",
-            "STORELEDGER_V1_SHARED_SECRETS": sharedSecret,
-            "STORELEDGER_CATALOG": catalogPath,
-            "STORELEDGER_SIGNING_KEYS": "\(offerKeyId)=\(keyPath)",
-            "STORELEDGER_SIGNING_DEFAULT_KEY_ID": offerKeyId,
+            Setting.appleRoots.name: root,
+            Setting.receiptRoots.name: root,
+            Setting.bundleId.name: config.bundleId,
+            Setting.appAppleId.name: String(appAppleId),
+            Setting.environment.name: "Production,Sandbox",
+            Setting.v1SharedSecrets.name: sharedSecret,
+            Setting.catalog.name: catalogPath,
+            Setting.signingKeys.name: "\(offerKeyId)=\(keyPath)",
+            Setting.signingDefaultKeyId.name: offerKeyId,
         ]
         if let verifyReceiptURL { environment.merge(verifyReceiptEnvironment(verifyReceiptURL)) { $1 } }
         let lines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n") + "\n"
@@ -56,7 +57,7 @@ public struct SimulatorSetup: Sendable {
     /// Makes the decode worker validate receipts through the simulator's verifyReceipt endpoint
     /// (production first, `21007` → sandbox) instead of locally.
     public static func verifyReceiptEnvironment(_ baseURL: String) -> [String: String] {
-        ["STORELEDGER_VERIFY_RECEIPT_URLS": "\(baseURL)/production/verifyReceipt,\(baseURL)/sandbox/verifyReceipt",
-         "STORELEDGER_RECEIPT_VALIDATION": "verify-receipt"]
+        [Setting.verifyReceiptURLs.name: "\(baseURL)/production/verifyReceipt,\(baseURL)/sandbox/verifyReceipt",
+         Setting.receiptValidation.name: "verify-receipt"]
     }
 }

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 import Runtime
@@ -113,7 +114,7 @@ public struct OfferSigner: Sendable {
 
     private func signJWS(audience: String, bundleId: String, keyId: String?, claims: [String: Any]) throws(SignerError) -> SignedJWS {
         guard let issuerId, !issuerId.isEmpty else {
-            throw .refused("JWS signatures need the App Store Connect issuer id (STORELEDGER_SIGNING_ISSUER_ID)")
+            throw .refused("JWS signatures need the App Store Connect issuer id (\(Setting.signingIssuerId))")
         }
         let (id, key) = try key(keyId)
         let now = clock()

@@ -1,3 +1,4 @@
+import Configuration
 import Dispatch
 import Domain
 import Foundation
@@ -159,7 +160,7 @@ public final class SignerWorker: Service {
     private func answerAPIToken(_ request: APITokenRequest) -> APITokenReply {
         guard let issuerId = signer.issuerId, !issuerId.isEmpty else {
             return APITokenReply(correlationId: request.correlationId, status: .refused,
-                                 reason: "API tokens need the App Store Connect issuer id (STORELEDGER_SIGNING_ISSUER_ID)")
+                                 reason: "API tokens need the App Store Connect issuer id (\(Setting.signingIssuerId))")
         }
         let clock = self.clock
         return APITokenIssuer(keys: signer.keys, issuerId: issuerId, clock: { clock() / 1000 }).answer(request)

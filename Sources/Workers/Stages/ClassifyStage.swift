@@ -10,7 +10,7 @@ public struct ClassifyStage: StageLogic {
     public let inputTopics = [Topic.unique]
     public let usesDatabase = false
     let catalog: Catalog
-    /// Empty except in replay tests (`STORELEDGER_TEST_WRONG_RULE`).
+    /// Empty except in replay tests (`Setting.testWrongRule`).
     let wrongRules: WrongRules
 
     public init(catalog: Catalog, wrongRules: WrongRules = .none) {

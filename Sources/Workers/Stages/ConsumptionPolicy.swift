@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Configuration
 import Foundation
 
 /// How StoreLedger answers Apple's CONSUMPTION_REQUEST (a customer asked for a refund): pure,
@@ -24,27 +25,16 @@ public struct ConsumptionPolicy: Sendable, Codable, Equatable {
 
     public init() {}
 
-    /// From STORELEDGER_CONSUMPTION_* (docs/configuration.md); percentages 0...100.
-    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> ConsumptionPolicy {
-        var policy = ConsumptionPolicy()
-        func int(_ name: String, _ range: ClosedRange<Int>, _ fallback: Int) throws -> Int {
-            guard let text = env[name], !text.isEmpty else { return fallback }
-            guard let value = Int(text), range.contains(value) else { throw ConsumptionPolicyError("\(name) must be \(range.lowerBound)...\(range.upperBound)") }
-            return value
-        }
-        switch env["STORELEDGER_CONSUMPTION_CONSENT"]?.lowercased() {
-        case nil, "", "true", "yes", "1": policy.customerConsented = true
-        case "false", "no", "0": policy.customerConsented = false
-        case let other?: throw ConsumptionPolicyError("STORELEDGER_CONSUMPTION_CONSENT must be true or false, got \(other)")
-        }
-        policy.grantFullBelowPercent = try int("STORELEDGER_CONSUMPTION_GRANT_FULL_BELOW_PERCENT", 0...100, policy.grantFullBelowPercent)
-        policy.declineFromPercent = try int("STORELEDGER_CONSUMPTION_DECLINE_FROM_PERCENT", 0...100, policy.declineFromPercent)
-        policy.declineAfterRefunds = try int("STORELEDGER_CONSUMPTION_DECLINE_AFTER_REFUNDS", 0...1000, policy.declineAfterRefunds)
-        guard policy.grantFullBelowPercent <= policy.declineFromPercent else {
+    /// From the consumption settings (`ConsumptionConfiguration`; bounds checked by the reader).
+    public init(_ settings: ConsumptionConfiguration) throws {
+        customerConsented = settings.customerConsented ?? customerConsented
+        grantFullBelowPercent = settings.grantFullBelowPercent ?? grantFullBelowPercent
+        declineFromPercent = settings.declineFromPercent ?? declineFromPercent
+        declineAfterRefunds = settings.declineAfterRefunds ?? declineAfterRefunds
+        guard grantFullBelowPercent <= declineFromPercent else {
             throw ConsumptionPolicyError("the grant-full threshold must not exceed the decline threshold")
         }
-        if let name = env["STORELEDGER_CONSUMPTION_POLICY_NAME"], !name.isEmpty { policy.name = String(name.prefix(64)) }
-        return policy
+        if let name = settings.policyName { self.name = String(name.prefix(64)) }
     }
 
     /// What the ledger says, as recorded beside the answer (the evidence behind each value).

@@ -11,7 +11,7 @@ public struct DedupeStage: StageLogic {
     public let name = "dedupe"
     public let inputTopics = [Topic.decoded]
     public let usesDatabase = true
-    /// R1, or a deliberately wrong rule for replay tests (`STORELEDGER_TEST_WRONG_RULE`).
+    /// R1, or a deliberately wrong rule for replay tests (`Setting.testWrongRule`).
     public let rule: DedupeRule
 
     public init(rule: DedupeRule = .standard) { self.rule = rule }

@@ -53,7 +53,7 @@ public struct StageRunnerConfig: Sendable {
     public var groupId: String
     /// Batch size, poll timeout, retry attempts and backoff of the consumer loop.
     public var policy = ConsumerLoopMachine.Policy()
-    /// Test-only crash and stop points (STORELEDGER_FAILPOINT): `stop-before-commit` makes this
+    /// Test-only crash and stop points (Setting.failpoint): `stop-before-commit` makes this
     /// process SIGSTOP itself once, before the COMMIT of the first batch (a zombie holding an open
     /// transaction); the others SIGKILL it at a point of the loop with a probability.
     public var failpoints = Failpoints.none

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Foundation
 
@@ -74,7 +75,7 @@ public struct AppReceiptVerifier: Sendable {
         case .failure(let failure): return .failure(failure)
         }
         guard let trustStore else {
-            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (STORELEDGER_RECEIPT_ROOTS)"))
+            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (\(Setting.receiptRoots))"))
         }
         let date = parsed.creationDateMs.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) } ?? now()
         let key = ReceiptSignerCache.Key(certificates: message.certificates, signerIndex: message.signerIndex, strict: strictChecks)
@@ -124,7 +125,7 @@ public struct AppReceiptVerifier: Sendable {
         case .failure(let failure): return .failure(failure)
         }
         guard let trustStore else {
-            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (STORELEDGER_RECEIPT_ROOTS)"))
+            return .failure(.init(ReceiptFailure.notConfigured, "no receipt root certificates are configured (\(Setting.receiptRoots))"))
         }
         let date = parsed.creationDateMs.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) } ?? now()
         switch message.verify(trustStore: trustStore, at: date, strict: strictChecks) {

@@ -1,3 +1,4 @@
+import Configuration
 import Crypto
 import Domain
 import Foundation
@@ -67,7 +68,7 @@ public struct ReceiptUploadDecoder: Sendable {
                     "iOS 6-style transaction receipt: it cannot be verified against the configured roots (its chain is not embedded); configure verifyReceipt to accept it")))
             }
             guard let verifier else {
-                return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (STORELEDGER_RECEIPT_ROOTS)")))
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (\(Setting.receiptRoots))")))
             }
             switch verifier.verify(der) {
             case .failure(let failure): return .failure(.permanent(PermanentFailure(failure.kind, failure.reason)))

@@ -43,7 +43,7 @@ public func seenKey(of event: AppleEvent) -> String {
 }
 
 /// - Parameter rule: `.trustTransactionId` is a deliberately wrong rule for replay tests only
-///   (`STORELEDGER_TEST_WRONG_RULE`, issue 13): it breaks R1 the classic way.
+///   (`Setting.testWrongRule`, issue 13): it breaks R1 the classic way.
 public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule = .standard) -> DedupeResult {
     var memory = known
     var changes: [String: PurchaseChange] = [:]

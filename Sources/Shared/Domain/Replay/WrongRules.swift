@@ -1,4 +1,4 @@
-/// Deliberately wrong rules behind a test-only switch (`STORELEDGER_TEST_WRONG_RULE`): the replay
+/// Deliberately wrong rules behind a test-only switch (`Setting.testWrongRule`): the replay
 /// tests (issue 13) run the pipeline with one, then replay with the rule fixed and check that exactly
 /// the affected users are corrected. Never set in production; a worker logs it at start.
 public struct WrongRules: Sendable, Equatable {
@@ -21,7 +21,7 @@ public struct WrongRules: Sendable, Equatable {
             switch name {
             case "crossgrade-as-new-period": rules.crossgradeAsNewPeriod = true
             case "trust-transaction-id": rules.dedupe = .trustTransactionId
-            default: throw ReplayUsageError("STORELEDGER_TEST_WRONG_RULE: unknown rule \(name) (crossgrade-as-new-period, trust-transaction-id)")
+            default: throw ReplayUsageError("unknown wrong rule \(name) (crossgrade-as-new-period, trust-transaction-id)")
             }
         }
         return rules

@@ -62,7 +62,7 @@ public final class ConsumerLoop: Sendable {
         public var policy = ConsumerLoopMachine.Policy()
         /// Longest wait for the broker's acknowledgement of a batch's outputs.
         public var produceTimeout: Duration = .seconds(30)
-        /// Test-only crash points (STORELEDGER_FAILPOINT); none in production.
+        /// Test-only crash points (Setting.failpoint); none in production.
         public var failpoints = Failpoints.none
         /// How often per-partition consumer lag is refreshed on `/metrics`.
         public var lagInterval: Duration = .seconds(1)

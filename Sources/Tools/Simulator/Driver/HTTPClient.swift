@@ -3,9 +3,9 @@ import Synchronization
 
 /// The service API key the simulator's app-side requests present to ingest (receipt uploads,
 /// reads, offer requests): set by whoever starts a run (`storeledger dev --demo`, `simulate --dev`,
-/// tests), else STORELEDGER_API_KEY. Apple's endpoint gets none, as from Apple.
+/// tests), else from Setting.apiKey at the simulator command's start. Apple's endpoint gets none, as from Apple.
 public enum IngestCredential {
-    private static let key = Mutex<String?>(ProcessInfo.processInfo.environment["STORELEDGER_API_KEY"].flatMap { $0.isEmpty ? nil : $0 })
+    private static let key = Mutex<String?>(nil)
 
     public static var apiKey: String? {
         get { key.withLock { $0 } }

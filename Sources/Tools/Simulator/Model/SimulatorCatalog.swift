@@ -3,7 +3,7 @@ import Foundation
 
 /// The simulated app's catalog: every product type (R13) and every kind of switch (R5) has a
 /// product to play it. The pipeline's classify worker must be given the same catalog
-/// (`storeledger simulate --write-catalog FILE`, then `STORELEDGER_CATALOG=FILE`).
+/// (`storeledger simulate --write-catalog FILE`, then `Setting.catalog=FILE`).
 public enum SimulatorCatalog {
     public static let bundleId = "com.storeledger.simulator"
 

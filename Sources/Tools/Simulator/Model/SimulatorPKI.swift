@@ -41,8 +41,8 @@ public final class SimulatorPKI: Sendable {
 
     /// Apple's published test PKI (`apple-lib/certs` in the fixtures: testCA, testIntermediate,
     /// testLeaf with its key), for signing exactly as Apple's own library tests do. Its
-    /// certificates lack key identifiers: the workers need `STORELEDGER_X509_STRICT=false`, which
-    /// StoreLedger accepts only without Production (`STORELEDGER_ENVIRONMENT=Sandbox`).
+    /// certificates lack key identifiers: the workers need `Setting.x509Strict=false`, which
+    /// StoreLedger accepts only without Production (`Setting.environment=Sandbox`).
     public static func appleTestChain(directory: String) throws -> SimulatorPKI {
         func certificate(_ name: String) throws -> X509Certificate {
             let text = try String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8)

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -114,7 +115,8 @@ public enum RecoveryTime {
         }
     }
 
-    public static func baseURLs(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> APIBaseURLs {
+    /// Apple's endpoints unless the settings name others (the simulator's, in tests); `env` is the process's settings.
+    public static func baseURLs(_ env: [String: String]) throws -> APIBaseURLs {
         func url(_ name: String, _ fallback: URL) throws -> URL {
             guard let text = env[name], !text.isEmpty else { return fallback }
             guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http" else {
@@ -122,8 +124,8 @@ public enum RecoveryTime {
             }
             return url
         }
-        return APIBaseURLs(production: try url("STORELEDGER_API_PRODUCTION_URL", APIBaseURLs.appleProduction),
-                           sandbox: try url("STORELEDGER_API_SANDBOX_URL", APIBaseURLs.appleSandbox))
+        return APIBaseURLs(production: try url(Setting.apiProductionURL.name, APIBaseURLs.appleProduction),
+                           sandbox: try url(Setting.apiSandboxURL.name, APIBaseURLs.appleSandbox))
     }
 }
 

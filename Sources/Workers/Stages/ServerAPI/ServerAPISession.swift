@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppleDecoding
+import Configuration
 import Domain
 import Foundation
 import Kafka
@@ -17,11 +18,11 @@ public final class ServerAPISession: Sendable {
     /// The signer's tokens (cached until shortly before they expire).
     public let tokens: CachingTokenProvider
 
-    public init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
-        let decoding = try AppleDecodingConfiguration.fromEnvironment()
+    /// - Parameters: decoding: the decode worker's settings; baseURLs: Apple's endpoints (or the simulator's).
+    public init(kafka: KafkaConfig, keyId: String?, decoding: AppleDecodingConfiguration, baseURLs: APIBaseURLs, maxPages: Int = 50) throws {
         try decoding.validate()
         guard let bundleId = decoding.bundleId, !decoding.appleRoots.isEmpty else {
-            throw UsageError("STORELEDGER_APPLE_ROOTS and STORELEDGER_BUNDLE_ID are required: every answer from Apple is verified")
+            throw UsageError("\(Setting.appleRoots) and \(Setting.bundleId) are required: every answer from Apple is verified")
         }
         verifier = try SignedDataVerifier(roots: decoding.appleRoots, bundleId: bundleId, appAppleId: decoding.appAppleId,
                                           environments: decoding.environments, strictChecks: decoding.strictX509)
@@ -35,7 +36,7 @@ public final class ServerAPISession: Sendable {
         }
         tokens = CachingTokenProvider(fetch: SignerTokenProvider(bundleId: bundleId, keyId: keyId, timeoutMs: 10_000,
                                                                      exchange: exchange.exchange).token)
-        var settings = AppStoreServerAPIClient.Settings(baseURLs: try RecoveryTime.baseURLs())
+        var settings = AppStoreServerAPIClient.Settings(baseURLs: baseURLs)
         settings.maxPages = maxPages
         client = AppStoreServerAPIClient(settings: settings, tokens: tokens, verifier: verifier)
     }

@@ -1,7 +1,7 @@
 import Domain
 import Foundation
 
-/// Webhook endpoints, from the JSON file named by `STORELEDGER_WEBHOOKS` (docs/webhooks.md):
+/// Webhook endpoints, from the JSON file named by `Setting.webhooks` (docs/webhooks.md):
 ///
 ///     {"endpoints": [{"id": "crm", "url": "https://crm.example/hooks/storeledger",
 ///                     "secretEnv": "CRM_WEBHOOK_SECRET", "timeoutMs": 5000}],
@@ -47,7 +47,7 @@ public struct WebhookConfig: Sendable {
     }
 
     /// Reads and validates the file; every problem is reported at once.
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> WebhookConfig {
+    public static func load(path: String, environment: [String: String]) throws -> WebhookConfig {
         guard let data = FileManager.default.contents(atPath: path) else { throw WebhookConfigError("cannot read \(path)") }
         let file: File
         do { file = try JSONDecoder().decode(File.self, from: data) } catch { throw WebhookConfigError("\(path): \(error)") }
