@@ -41,10 +41,13 @@ let package = Package(
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
+        // The one owner of the schema, the migrations and every SQL statement: typed reads and writes.
+        .target(name: "Store", dependencies: ["Postgres", "Domain", "Runtime"], path: "Sources/Shared/Store", swiftSettings: strict),
+
         // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
-        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
+        .target(name: "Ingest", dependencies: ["Domain", "Runtime", "Kafka", "Postgres", "Store", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
-        .target(name: "Stages", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
+        .target(name: "Stages", dependencies: ["Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Store", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
         .target(name: "Signer", dependencies: ["Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),
@@ -52,7 +55,7 @@ let package = Package(
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
         .executableTarget(name: "CLI",
                           dependencies: ["Ingest", "Auth", "Stages", "Signer", "Simulator", "AppleDecoding", "Domain", "Runtime",
-                                         "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI"],
+                                         "Kafka", "Postgres", "Store", "Crypto", "HTTPServer", "AppStoreServerAPI"],
                           path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -62,6 +65,7 @@ let package = Package(
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "Postgres", "Domain"], path: "Tests/StoreTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "SupportTests", dependencies: ["Ingest", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
@@ -72,10 +76,10 @@ let package = Package(
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
         .testTarget(name: "ServerAPITests", dependencies: ["AppStoreServerAPI", "Simulator", "Signer", "Stages", "AppleDecoding", "Domain", "Kafka", "Runtime",
-                                                          "Crypto"],
+                                                          "Crypto", "Store"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI", "HTTPServer"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer", "Store"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -2,6 +2,7 @@ import Domain
 import Foundation
 import Ingest
 import Postgres
+import Store
 import Stages
 
 /// Ingest's operator reads (`AdminReadRoutes`): the webhook delivery log and the finance reports,

@@ -2,6 +2,7 @@ import Foundation
 import Ingest
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Stages
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Postgres
+import Store
 import Runtime
 import Simulator
 import Synchronization
@@ -65,7 +66,7 @@ struct DevCommand: CLICommand {
             embedded = server
             databaseURL = server.url
         }
-        _ = try Migrator.migrate(try PGConnection(url: databaseURL), Schema.migrations)
+        _ = try Store.migrate(try PGConnection(url: databaseURL))
 
         // Short fetch waits: the embedded broker answers an empty fetch only after the full wait.
         var environment = ["KAFKA_BOOTSTRAP_SERVERS": servers, "DATABASE_URL": databaseURL,

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Store
 import Runtime
 import Stages
 

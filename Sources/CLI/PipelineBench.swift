@@ -2,6 +2,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Synchronization
 import Stages
@@ -56,7 +57,7 @@ enum PipelineBench {
             broker?.close()
         }
         let db = try PGConnection(url: databaseURL)
-        try Migrator.migrate(db, Schema.migrations)
+        try Store.migrate(db)
         let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let ledgerBefore = try ledgerCount(db)
         let sequenceBefore = try ledgerSequence(db)

@@ -4,6 +4,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Stages
 

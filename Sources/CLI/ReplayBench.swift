@@ -2,6 +2,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Stages
 
@@ -27,7 +28,7 @@ enum ReplayBench {
         }
         let db = try PGConnection(url: postgres.url)
         defer { db.close() }
-        try Migrator.migrate(db, Schema.migrations)
+        try Store.migrate(db)
         var kafka = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "bench-replay")
         kafka.sessionTimeout = .seconds(4)
         kafka.heartbeatInterval = .milliseconds(400)

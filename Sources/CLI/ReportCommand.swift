@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Postgres
+import Store
 import Runtime
 import Stages
 

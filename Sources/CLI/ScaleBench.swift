@@ -2,6 +2,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Synchronization
 import Stages
@@ -208,7 +209,7 @@ private final class Rig: @unchecked Sendable {
         postgres = try EmbeddedPostgres.start()
         databaseURL = postgres.url
         db = try PGConnection(url: databaseURL)
-        try Migrator.migrate(db, Schema.migrations)
+        try Store.migrate(db)
         var config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "bench-scale")
         config.sessionTimeout = .milliseconds(sessionMs)
         config.heartbeatInterval = .milliseconds(min(1_000, max(100, sessionMs / 6)))

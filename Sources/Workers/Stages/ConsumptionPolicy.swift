@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Foundation
+import Store
 
 /// How StoreLedger answers Apple's CONSUMPTION_REQUEST (a customer asked for a refund): pure,
 /// from the ledger's facts about the purchase and its owner (docs/app-store-server-api.md,

@@ -4,6 +4,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 
 /// Consumption answers: reads the decoded topic (its own consumer group) for CONSUMPTION_REQUEST
