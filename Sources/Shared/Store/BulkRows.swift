@@ -23,7 +23,8 @@ struct BulkColumn<Row>: Sendable {
         Self(name: name, type: "bigint") { row, out in out.int(value(row)) }
     }
 
-    static func integer(_ name: String, _ value: @escaping @Sendable (Row) -> Int32?) -> Self {
+    /// PostgreSQL refuses a value out of `integer`'s range (22003): clamp first where that is wanted.
+    static func integer(_ name: String, _ value: @escaping @Sendable (Row) -> Int?) -> Self {
         Self(name: name, type: "integer") { row, out in out.int(value(row).map(Int64.init)) }
     }
 
