@@ -3,6 +3,7 @@ import AppleDecoding
 import Domain
 import Foundation
 import Postgres
+import Store
 import Runtime
 
 /// `storeledger doctor`: is this deployment able to talk to Apple? Checks, in order, the
@@ -94,7 +95,7 @@ struct DoctorCommand: CLICommand {
         guard delivered, let database, let uuid else { return checks }
         var seen = false
         while Date() < deadline.addingTimeInterval(wait), !seen {
-            seen = (try? database.query("SELECT 1 AS one FROM seen_events WHERE event_key = \("uuid:" + uuid)").isEmpty == false) ?? false
+            seen = (try? DedupeStore(database).seenByAnySubscription(["uuid:" + uuid]).isEmpty == false) ?? false
             if !seen { Thread.sleep(forTimeInterval: 0.5) }
         }
         checks.append(Check(name: "pipeline \(env)", ok: seen, detail: seen ? "the dedupe stage saw notification \(uuid)" : "notification \(uuid) not seen by the pipeline"))

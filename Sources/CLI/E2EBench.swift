@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import Postgres
+import Store
 import Runtime
 import Simulator
 
@@ -62,7 +63,7 @@ enum E2EBench {
         let db = try PGConnection(url: databaseURL)
         var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.values["POSTGRES_DIR"])
         // The bench's own queries (progress and commit times) are not the pipeline's work.
-        if let backend = try db.query("SELECT pg_backend_pid() AS pid").first?.int("pid") { processes.excluded.insert(Int32(backend)) }
+        if let backend = try InspectionQueries(db).backendProcessId() { processes.excluded.insert(backend) }
         print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")
         fflush(nil)
 
@@ -185,11 +186,7 @@ enum E2EBench {
         while start < keys.count {
             let chunk = Array(keys[start..<min(keys.count, start + 5_000)])
             start += chunk.count
-            let rows = try db.query("""
-                SELECT subscription_key, (extract(epoch FROM min(created_at)) * 1000)::float8 AS ms FROM ledger
-                WHERE subscription_key = ANY(\(chunk)) AND entry_id > \(Int64(sequence)) GROUP BY subscription_key
-                """)
-            for row in rows { times[try row.string("subscription_key")] = try row.double("ms") }
+            times.merge(try InspectionQueries(db).firstEntryTimes(of: chunk, after: Int64(sequence))) { first, _ in first }
         }
         return times
     }

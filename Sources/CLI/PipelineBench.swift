@@ -202,13 +202,12 @@ enum PipelineBench {
     }
 
     static func ledgerCount(_ db: PGConnection) throws -> Int {
-        try db.query("SELECT count(*) AS n FROM ledger").first?.int("n") ?? 0
+        try InspectionQueries(db).ledgerCount()
     }
 
-    /// Entries inserted so far, from the ledger's id sequence: constant time however long the ledger
-    /// (a rolled-back batch can leave gaps, so the end is confirmed with a real count).
+    /// Entries inserted so far (from the ledger's id sequence; confirm the end with `ledgerCount`).
     static func ledgerSequence(_ db: PGConnection) throws -> Int {
-        try db.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM ledger_entry_id_seq").first?.int("n") ?? 0
+        try InspectionQueries(db).ledgerSequence()
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -4,6 +4,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Synchronization
 
@@ -96,8 +97,7 @@ struct RecoverCommand: CLICommand {
     static func seenUUIDs(_ entries: [NotificationHistoryEntry], db: PGConnection) throws -> Set<String> {
         let keys = entries.compactMap { ($0.notification.payload["notificationUUID"] as? String).map { "uuid:\($0.lowercased())" } }
         guard !keys.isEmpty else { return [] }
-        let rows = try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(keys))")
-        return Set(try rows.map { String(try $0.string("event_key").dropFirst("uuid:".count)) })
+        return Set(try DedupeStore(db).seenByAnySubscription(keys).map { String($0.dropFirst("uuid:".count)) })
     }
 
     static func print(_ reports: [RecoveryReport], json: Bool) {

@@ -62,7 +62,7 @@ enum ReplayBench {
         try group[0].hold.consumer.commit(offsets: ends)
         group[0].hold.close()
         let fill = seconds(ContinuousClock.now - fillStarted)
-        let ledger = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
+        let ledger = try InspectionQueries(db).ledgerCount()
         logger.info("prefilled", ["events": .of(subscriptions * 6), "ledger": .of(ledger)])
 
         let engine = ReplayEngine(kafka: kafka, databaseURL: postgres.url, catalog: Catalog(), decoder: nil)
@@ -77,7 +77,7 @@ enum ReplayBench {
             phases["cpu"] = cpuSeconds() - cpuBefore
             results.append((label, report, phases))
         }
-        let ledgerAfter = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
+        let ledgerAfter = try InspectionQueries(db).ledgerCount()
         var text = "bench replay: \(subscriptions * 6) commands over \(subscriptions) subscriptions (fill + apply \(String(format: "%.1f", fill)) s)\n"
         for (label, report, phases) in results {
             text += "  \(label): \(report.recordsRead) records in \(String(format: "%.2f", report.seconds - report.joinSeconds)) s "

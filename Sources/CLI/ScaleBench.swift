@@ -81,11 +81,7 @@ enum ScaleBench {
             defer { db.close() }
             while !sampling.isStopped {
                 // Backends waiting for a lock, by the statement that waits (its first words).
-                if let rows = try? db.query("""
-                    SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS q FROM pg_stat_activity
-                    WHERE wait_event_type = 'Lock' AND datname = current_database()
-                    """) {
-                    let statements = (try? rows.map { try $0.string("q") }) ?? []
+                if let statements = try? InspectionQueries(db).statementsWaitingForLocks() {
                     samples.state.withLock { state in
                         state.all += 1
                         if !statements.isEmpty { state.waiting += 1 }
@@ -126,7 +122,7 @@ enum ScaleBench {
     }
 
     static func deadlocks(_ db: PGConnection) throws -> Int64 {
-        try db.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").first?.int64("deadlocks") ?? 0
+        try InspectionQueries(db).deadlocks()
     }
 
     // MARK: Rebalance pauses

@@ -100,3 +100,11 @@ public struct DedupeStore {
         try db.execute("DELETE FROM purchases WHERE subscription_key = ANY(\(keys))")
     }
 }
+
+extension DedupeStore {
+    /// Which of these event keys any subscription has seen (`uuid:<notificationUUID>` for a V2
+    /// notification): the doctor's and recovery's check that the pipeline received a notification.
+    public func seenByAnySubscription(_ eventKeys: [String]) throws -> Set<String> {
+        Set(try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(eventKeys))").map { try $0.string("event_key") })
+    }
+}
