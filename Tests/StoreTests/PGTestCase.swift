@@ -48,3 +48,10 @@ class PGTestCase: XCTestCase {
         return conn
     }
 }
+
+extension PGTestCase {
+    /// A fresh table name per test so tests in one class never see each other's rows.
+    func uniqueTable(_ prefix: String = "t") -> String {
+        "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Postgres
+import Store
 import Runtime
 import Simulator
 import Synchronization
@@ -89,7 +90,7 @@ final class Cluster: @unchecked Sendable {
         postgres = server
         databaseURL = server.url
         if withStandby {
-            let copy = try server.startStandby()
+            let copy = try server.startStandby(streams: ReplicationQueries.standbyStreams)
             standby = copy
             databaseURL = EmbeddedPostgres.failoverURL([server, copy])
         }
