@@ -61,24 +61,21 @@ public struct OutboxRow: BulkRow {
     ]
 }
 
-/// A `subscriptions` row: the state as JSON plus the columns readers filter on.
+/// A `subscriptions` row: the state as JSON plus the owner readers filter on.
 public struct SubscriptionRow: BulkRow {
     public var subscriptionKey: String
     public var userId: String?
-    public var environment: String?
     public var state: [UInt8]
 
     public init(_ state: SubscriptionState, json: [UInt8]) {
         subscriptionKey = state.subscriptionKey
         userId = state.userId
-        environment = state.environment
         self.state = json
     }
 
     static let columns: [BulkColumn<Self>] = [
         .text("subscription_key") { $0.subscriptionKey },
         .text("user_id") { $0.userId },
-        .text("environment") { $0.environment },
         .jsonb("state") { $0.state },
     ]
 }
@@ -108,7 +105,6 @@ public struct GrantRow: BulkRow {
         .text("product_id") { $0.grant.productId },
         .text("product_kind") { $0.grant.productKind.rawValue },
         .text("transaction_id") { $0.grant.transactionId },
-        .text("original_transaction_id") { $0.grant.originalTransactionId },
         .boolean("is_trial") { $0.grant.finance.isTrial },
         .boolean("is_intro") { $0.grant.finance.isIntro },
         .text("promotional_offer_id") { $0.grant.finance.promotionalOfferId },
