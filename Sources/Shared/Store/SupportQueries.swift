@@ -9,6 +9,11 @@ public struct SupportQueries {
     public struct LinkedSubscription: Sendable, Equatable {
         public var subscriptionKey: String
         public var userId: String?
+
+        public init(subscriptionKey: String, userId: String?) {
+            self.subscriptionKey = subscriptionKey
+            self.userId = userId
+        }
     }
 
     /// True when any projection or ledger line knows the user.
