@@ -6,8 +6,8 @@ import Runtime
 import Store
 
 /// Membership: applies commands to each subscription's state, appends the ledger entries they
-/// cause and refreshes the projections (per subscription, per user, finance facts), all in the
-/// batch's transaction. Per batch the SQL is a fixed number of set-based statements.
+/// cause and refreshes the projections (the subscription's state, per user, finance facts), all in
+/// the batch's transaction, through `MembershipStore`: a fixed number of set-based statements.
 ///
 /// Users (R6): a batch locks the `users` rows of every user it touches (in id order) before reading
 /// their other subscriptions, so two workers that own two subscriptions of one user serialise on the
@@ -45,7 +45,7 @@ public struct MembershipStage: StageLogic {
     }
 }
 
-/// The PostgreSQL side of membership, usable outside a stage (benchmarks, rebuilds).
+/// Membership's batch as Store rows, usable outside a stage (benchmarks, rebuilds, replay).
 public struct MembershipWriter {
     let db: PGConnection
     /// Key order does not matter: every document goes into a jsonb column.
