@@ -212,4 +212,20 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertGreaterThanOrEqual(try InspectionQueries(db).deadlocks(), 0)
         XCTAssertNotNil(try InspectionQueries(db).backendProcessId())
     }
+
+    func testSupportActionsReadBackNewestFirst() throws {
+        let db = try migratedDatabase()
+        try ServerAPIStore.recordSupportAction(target: "s-1", kind: "extend", admin: "ann", reason: "outage", request: #"{"days":3}"#,
+                                               outcome: #"{"ok":true}"#, db: db)
+        try ServerAPIStore.recordSupportAction(target: "product:vip@Sandbox", kind: "mass-extend", admin: "bob", reason: "apology",
+                                               request: #"{"days":1}"#, outcome: #"{"ok":false}"#, db: db)
+        let all = try ServerAPIStore.supportActions(target: nil, limit: 10, db: db)
+        XCTAssertEqual(all.map(\.admin), ["bob", "ann"])
+        let one = try XCTUnwrap(try ServerAPIStore.supportActions(target: "s-1", limit: 10, db: db).first)
+        XCTAssertEqual(one.kind, "extend")
+        XCTAssertEqual(one.reason, "outage")
+        XCTAssertEqual(one.request, #"{"days": 3}"#, "jsonb's text form")
+        XCTAssertEqual(one.outcome, #"{"ok": true}"#)
+        XCTAssertEqual(try ServerAPIStore.supportActions(target: nil, limit: 1, db: db).count, 1)
+    }
 }
