@@ -97,7 +97,7 @@ struct RecoverCommand: CLICommand {
     static func seenUUIDs(_ entries: [NotificationHistoryEntry], db: PGConnection) throws -> Set<String> {
         let keys = entries.compactMap { ($0.notification.payload["notificationUUID"] as? String).map { "uuid:\($0.lowercased())" } }
         guard !keys.isEmpty else { return [] }
-        return Set(try DedupeStore(db).seenByAnySubscription(keys).map { String($0.dropFirst("uuid:".count)) })
+        return Set(try DedupeStore(db).sightings(keys).map { String($0.eventKey.dropFirst("uuid:".count)) })
     }
 
     static func print(_ reports: [RecoveryReport], json: Bool) {

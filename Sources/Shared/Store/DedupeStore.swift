@@ -102,9 +102,20 @@ public struct DedupeStore {
 }
 
 extension DedupeStore {
-    /// Which of these event keys any subscription has seen (`uuid:<notificationUUID>` for a V2
-    /// notification): the doctor's and recovery's check that the pipeline received a notification.
-    public func seenByAnySubscription(_ eventKeys: [String]) throws -> Set<String> {
-        Set(try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(eventKeys))").map { try $0.string("event_key") })
+    /// An input as dedupe recorded it: how often it arrived (Apple's retries included) and when last.
+    public struct Sighting: Sendable, Equatable {
+        public var eventKey: String
+        public var deliveries: Int
+        public var lastSeenAt: String
+    }
+
+    /// The sightings of these event keys by any subscription (`uuid:<notificationUUID>` for a V2
+    /// notification), summed per key: the doctor's and recovery's check that the pipeline received a
+    /// notification, and how many times Apple delivered it.
+    public func sightings(_ eventKeys: [String]) throws -> [Sighting] {
+        try db.query("""
+            SELECT event_key, sum(deliveries)::bigint AS deliveries, max(last_seen_at)::text AS last_seen_at FROM seen_events
+            WHERE event_key = ANY(\(eventKeys)) GROUP BY event_key ORDER BY event_key
+            """).map { Sighting(eventKey: try $0.string("event_key"), deliveries: try $0.int("deliveries"), lastSeenAt: try $0.string("last_seen_at")) }
     }
 }
