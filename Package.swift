@@ -43,27 +43,30 @@ let package = Package(
         .target(name: "AppStoreServerAPI", dependencies: ["AppleDecoding", "Domain", "Crypto"], path: "Sources/Shared/AppStoreServerAPI",
                 swiftSettings: strict),
 
+        // The one owner of the schema, the migrations and every SQL statement: typed reads and writes.
+        .target(name: "Store", dependencies: ["Postgres", "Domain", "Runtime"], path: "Sources/Shared/Store", swiftSettings: strict),
+
         // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
-        .target(name: "Ingest", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Postgres", "HTTPServer", "Auth", "Crypto"],
+        .target(name: "Ingest", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Postgres", "Store", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
-        .target(name: "Stages", dependencies: ["Configuration", "Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Crypto"],
+        .target(name: "Stages", dependencies: ["Configuration", "Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Store", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),
         .target(name: "Signer", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Crypto"],
                 path: "Sources/Workers/Signer", swiftSettings: strict),
         .target(name: "Simulator", dependencies: ["Configuration", "CivilCalendar", "Domain", "AppleDecoding", "Runtime", "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Simulator", swiftSettings: strict),
         // One boot sequence for dev, the simulator, the benches and the integration tests (child processes, /readyz).
-        .target(name: "LocalStack", dependencies: ["Configuration", "Runtime", "Postgres", "Kafka", "Domain"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
+        .target(name: "LocalStack", dependencies: ["Configuration", "Runtime", "Postgres", "Store", "Kafka", "Domain"], path: "Sources/Tools/LocalStack", swiftSettings: strict),
         // Tools (Sources/Tools): never deployed as a role of their own; the CLI runs them.
         // Bench: `storeledger bench <suite>` (BENCHMARKS.md). Demo: what `storeledger dev --demo` drives.
-        .target(name: "Bench", dependencies: ["Configuration", "LocalStack", "Simulator", "Stages", "Signer", "AppleDecoding", "Domain", "Runtime", "Kafka", "Postgres",
+        .target(name: "Bench", dependencies: ["Configuration", "LocalStack", "Simulator", "Stages", "Signer", "AppleDecoding", "Domain", "Runtime", "Kafka", "Postgres", "Store",
                                               "Crypto", "HTTPServer"],
                 path: "Sources/Tools/Bench", swiftSettings: strict),
-        .target(name: "Demo", dependencies: ["Configuration", "Simulator", "Domain", "Kafka", "Postgres"], path: "Sources/Tools/Demo", swiftSettings: strict),
+        .target(name: "Demo", dependencies: ["Configuration", "Simulator", "Domain", "Kafka", "Postgres", "Store"], path: "Sources/Tools/Demo", swiftSettings: strict),
         // The `storeledger` binary: one thin command per role or tool (flags in, a module's function called).
         .executableTarget(name: "CLI",
                           dependencies: ["Configuration", "Ingest", "Auth", "Stages", "Signer", "Simulator", "Bench", "Demo", "AppleDecoding", "Domain",
-                                         "Runtime", "Kafka", "Postgres", "Crypto", "HTTPServer", "AppStoreServerAPI", "LocalStack"],
+                                         "Runtime", "Kafka", "Postgres", "Store", "Crypto", "HTTPServer", "AppStoreServerAPI", "LocalStack"],
                           path: "Sources/CLI", swiftSettings: strict),
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
@@ -74,8 +77,9 @@ let package = Package(
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "Postgres", "Domain"], path: "Tests/StoreTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
-        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
+        .testTarget(name: "SupportTests", dependencies: ["Ingest", "Store", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
         .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Configuration", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
@@ -84,10 +88,10 @@ let package = Package(
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
         .testTarget(name: "ServerAPITests", dependencies: ["Configuration", "AppStoreServerAPI", "Simulator", "Signer", "Stages", "AppleDecoding", "Domain", "Kafka", "Runtime",
-                                                          "Crypto"],
+                                                          "Crypto", "Store"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Configuration", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
-                                                            "Signer", "AppStoreServerAPI", "HTTPServer", "LocalStack"],
+                                                            "Signer", "AppStoreServerAPI", "HTTPServer", "LocalStack", "Store"],
                     path: "Tests/IntegrationTests", swiftSettings: strict),
     ]
 )

@@ -3,6 +3,7 @@ import Foundation
 import Ingest
 import Postgres
 import Stages
+import Store
 
 /// Ingest's operator reads (`AdminReadRoutes`): the webhook delivery log and the finance reports,
 /// answered by the same Workers reads as `storeledger webhooks` and `storeledger report`.

@@ -5,6 +5,7 @@ import Kafka
 import Postgres
 import Runtime
 import Stages
+import Store
 
 /// Builds ingest's Server API admin routes (`Setting.ingestServerAPI=on`): a refresh per
 /// request with its own PostgreSQL connection (requests run concurrently on the HTTP threads),

@@ -7,6 +7,7 @@ import LocalStack
 import Postgres
 import Runtime
 import Simulator
+import Store
 import Synchronization
 
 /// `storeledger dev`: the whole system on one machine with embedded defaults, as one supervised set

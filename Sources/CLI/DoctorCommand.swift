@@ -6,6 +6,7 @@ import Foundation
 import Postgres
 import Runtime
 import Stages
+import Store
 
 /// `storeledger doctor`: is this deployment able to talk to Apple? Checks, in order, the
 /// verification settings and roots, the key (a token from the signer: the key itself is never
@@ -94,12 +95,14 @@ struct DoctorCommand: CLICommand {
         }
         checks.append(Check(name: "delivery \(env)", ok: delivered, detail: delivered ? "Apple delivered the test notification" : "last attempt: \(last)"))
         guard delivered, let database, let uuid else { return checks }
-        var seen = false
-        while Date() < deadline.addingTimeInterval(wait), !seen {
-            seen = (try? database.query("SELECT 1 AS one FROM seen_events WHERE event_key = \("uuid:" + uuid)").isEmpty == false) ?? false
-            if !seen { Thread.sleep(forTimeInterval: 0.5) }
+        var sighting: DedupeStore.Sighting?
+        while Date() < deadline.addingTimeInterval(wait), sighting == nil {
+            sighting = (try? DedupeStore(database).sightings(["uuid:" + uuid]))?.first
+            if sighting == nil { Thread.sleep(forTimeInterval: 0.5) }
         }
-        checks.append(Check(name: "pipeline \(env)", ok: seen, detail: seen ? "the dedupe stage saw notification \(uuid)" : "notification \(uuid) not seen by the pipeline"))
+        checks.append(Check(name: "pipeline \(env)", ok: sighting != nil, detail: sighting.map {
+            "the dedupe stage saw notification \(uuid) (delivered \($0.deliveries) time\($0.deliveries == 1 ? "" : "s"), last at \($0.lastSeenAt))"
+        } ?? "notification \(uuid) not seen by the pipeline"))
         return checks
     }
 }

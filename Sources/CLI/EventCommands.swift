@@ -3,6 +3,7 @@ import Foundation
 import Postgres
 import Runtime
 import Stages
+import Store
 
 extension WorkerCommand {
     /// `storeledger worker relay`: publishes the membership outbox to storeledger.membership.events.

@@ -6,6 +6,7 @@ import Ingest
 import Postgres
 import Runtime
 import Signer
+import Store
 
 /// `signer`, `offer sign`, `offer eligibility` (issue 4).
 let offerCommands: [CLICommand] = [SignerCommand(), OfferCommand()]
@@ -106,9 +107,7 @@ struct OfferCommand: CLICommand {
             states = try JSONDecoder().decode([SubscriptionState].self, from: file).filter { $0.userId == user }
         } else if let url = Environment.databaseURL(arguments) {
             let db = try PGConnection(url: url)
-            states = try db.query("SELECT state::text AS state FROM subscriptions WHERE user_id = \(user)").map {
-                try JSONDecoder().decode(SubscriptionState.self, from: Data(try $0.string("state").utf8))
-            }
+            states = try MembershipQueries(db).subscriptions(ofUser: user)
         } else {
             throw UsageError("give --states FILE.json or --database-url (or DATABASE_URL)")
         }

@@ -3,6 +3,7 @@ import Foundation
 import Postgres
 import Runtime
 import Stages
+import Store
 
 /// `storeledger report reconcile|metrics`: finance reconciliation and subscription metrics from the
 /// ledger's finance facts, per UTC day, environment (sandbox apart from production) and product.

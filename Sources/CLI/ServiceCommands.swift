@@ -9,6 +9,7 @@ import LocalStack
 import Postgres
 import Runtime
 import Stages
+import Store
 import Synchronization
 
 struct BrokerCommand: CLICommand {
@@ -152,7 +153,7 @@ struct MigrateCommand: CLICommand {
         // No statement timeout: an index build on a large table may take long (connecting is still bounded).
         var options = PGOptions.process
         options.statementTimeoutMs = 0
-        let applied = try Migrator.migrate(try PGConnection(url: url, options: options), Schema.migrations)
+        let applied = try Store.migrate(try PGConnection(url: url, options: options))
         Logger(component: "migrate").info("migrated", ["applied": .string(applied.map(String.init).joined(separator: ","))])
         return 0
     }

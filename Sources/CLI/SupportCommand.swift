@@ -6,9 +6,10 @@ import Kafka
 import Postgres
 import Runtime
 import Stages
+import Store
 
-/// `storeledger support extend|mass-extend|mass-status`: renewal-date extensions Apple applies,
-/// each recorded in `support_actions` with the acting admin and the reason. A single extension is
+/// `storeledger support extend|mass-extend|mass-status|history`: renewal-date extensions Apple applies,
+/// each recorded in `support_actions` with the acting admin and the reason (`history` reads them back). A single extension is
 /// followed by a refresh of the subscription, so the ledger shows the new expiry (cause server-api).
 struct SupportCommand: CLICommand {
     let name = "support"
@@ -17,19 +18,21 @@ struct SupportCommand: CLICommand {
     extend --original-transaction-id ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--request-id ID]
     mass-extend --product ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--storefronts USA,CAN] [--request-id ID] [--wait S]
     mass-status --product ID --request-id ID
+    history [--target SUBSCRIPTION_KEY|product:ID@ENVIRONMENT] [--limit N]   (the recorded actions, newest first)
        [--environment Production|Sandbox] [--json] [--bootstrap B] [--database-url URL] [--key-id ID]
        Reason codes (Apple's extendReasonCode): 0 undeclared, 1 customer satisfaction, 2 other, 3 service issue or outage.
        DATABASE_URL is required for extend and mass-extend: every action is recorded.
     """
     let optionNames: Set<String> = ["original-transaction-id", "product", "days", "reason-code", "admin", "reason", "request-id", "storefronts",
-                                    "wait", "environment", "bootstrap", "database-url", "key-id"]
+                                    "wait", "environment", "bootstrap", "database-url", "key-id", "target", "limit"]
     let flagNames: Set<String> = ["json"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 1, let action = arguments.positionals.first,
-              ["extend", "mass-extend", "mass-status"].contains(action) else {
-            throw UsageError("expected: support extend | mass-extend | mass-status")
+              ["extend", "mass-extend", "mass-status", "history"].contains(action) else {
+            throw UsageError("expected: support extend | mass-extend | mass-status | history")
         }
+        if action == "history" { return try history(arguments) }
         let environment = try arguments.value("environment").map(RecoveryTime.environments)?.first
         let session = try ServerAPISession(arguments, clientId: "storeledger-support")
         defer { session.close() }
@@ -66,5 +69,18 @@ struct SupportCommand: CLICommand {
         }
         printReport(report, key: "support", json: arguments.has("json")) { report.summary }
         return report.error == nil ? 0 : 1
+    }
+
+    /// Who extended what, when and why: `support_actions`, newest first.
+    private func history(_ arguments: Arguments) throws -> Int32 {
+        guard let url = Environment.databaseURL(arguments) else { throw UsageError("support history needs DATABASE_URL") }
+        let database = try PGConnection(url: url)
+        defer { database.close() }
+        let actions = try ServerAPIStore.supportActions(target: arguments.value("target"), limit: try arguments.int("limit", default: 50),
+                                                        db: database)
+        printReport(actions, key: "supportActions", json: arguments.has("json")) {
+            actions.map { "\($0.createdAt)  \($0.kind) \($0.target) by \($0.admin): \($0.reason)  outcome \($0.outcome)" }.joined(separator: "\n")
+        }
+        return 0
     }
 }

@@ -5,8 +5,8 @@ import HTTPServer
 /// Operator reads of issue 17 behind the admin key (AccessPolicy): the webhook delivery log per
 /// endpoint (what `storeledger webhooks list|show` prints) and the finance reports (what
 /// `storeledger report metrics|reconcile --format json` prints). The reads are injected: the CLI
-/// builds them over the Workers module's `WebhookStore` and `FinanceReads`, so every SQL statement
-/// stays with the module that owns the schema, and ingest only checks the request and answers.
+/// builds them over Store's `WebhookStore` and `FinanceReads`, so every SQL statement
+/// stays in the module that owns the schema, and ingest only checks the request and answers.
 ///
 /// - `GET /v1/admin/webhooks`: `{"endpoints": [summary]}`
 /// - `GET /v1/admin/webhooks/{endpoint}/deliveries[?entry=ID][&limit=N]`: `{"endpoint", "summary", "attempts"}`

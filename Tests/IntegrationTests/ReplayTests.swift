@@ -203,7 +203,6 @@ final class ReplayTests: XCTestCase {
         return [
             try text("SELECT row_to_json(l)::text AS t FROM ledger l ORDER BY entry_id"),
             try text("SELECT state::text AS t FROM subscriptions ORDER BY subscription_key"),
-            try text("SELECT concat_ws(' ', subscription_key, group_id, intervals::text, expires_ms) AS t FROM membership ORDER BY 1"),
             try text("SELECT user_id || ' ' || group_id || ' ' || view::text AS t FROM user_membership ORDER BY 1"),
             try text("""
                 SELECT concat_ws(' ', subscription_key, purchase_id, user_id, group_id, product_id, grant_facts::text, purchase_ms, expires_ms,

@@ -51,7 +51,6 @@ final class ScenarioReplayTests: XCTestCase {
         }
         let shuffledSnapshot = try stableSnapshot(db, prefix: second)
         XCTAssertEqual(shuffledSnapshot.userMembership.replacingOccurrences(of: second, with: first), snapshot.userMembership)
-        XCTAssertEqual(shuffledSnapshot.subscriptionMembership.replacingOccurrences(of: second, with: first), snapshot.subscriptionMembership)
         XCTAssertEqual(shuffledSnapshot.grants.replacingOccurrences(of: second, with: first), snapshot.grants)
 
         // 4. Rebuild: the projections stored by the stage equal the ledger folded from scratch.
@@ -75,7 +74,6 @@ final class ScenarioReplayTests: XCTestCase {
     struct Snapshot: Equatable {
         var ledger: String
         var states: String
-        var subscriptionMembership: String
         var userMembership: String
         var grants: String
     }
@@ -89,7 +87,6 @@ final class ScenarioReplayTests: XCTestCase {
         return Snapshot(
             ledger: try text("SELECT row_to_json(l)::text AS t FROM ledger l WHERE " + filter + " ORDER BY entry_id"),
             states: try text("SELECT state::text AS t FROM subscriptions WHERE " + filter + " ORDER BY subscription_key"),
-            subscriptionMembership: try text("SELECT concat_ws(' ', subscription_key, group_id, intervals::text, expires_ms) AS t FROM membership WHERE " + filter + " ORDER BY subscription_key, group_id"),
             userMembership: try text("SELECT group_id || ' ' || view::text AS t FROM user_membership WHERE user_id = \("user-\(prefix)") ORDER BY group_id"),
             grants: try text("""
                 SELECT concat_ws(' ', subscription_key, purchase_id, user_id, group_id, product_id, product_kind, is_trial, is_intro,

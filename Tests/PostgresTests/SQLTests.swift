@@ -75,12 +75,4 @@ final class SQLTests: XCTestCase {
             XCTAssertEqual(PGTimestamp.parse(PGTimestamp.format(date)), date, "\(seconds)")
         }
     }
-
-    func testMigrationChecksumIsStable() {
-        let migration = Migration(version: 1, name: "x", sql: "CREATE TABLE a (id int)")
-        XCTAssertEqual(migration.checksum, Migration(version: 9, name: "y", sql: "CREATE TABLE a (id int)").checksum)
-        XCTAssertNotEqual(migration.checksum, Migration(version: 1, name: "x", sql: "CREATE TABLE a (id bigint)").checksum)
-        XCTAssertTrue(migration.checksum.hasPrefix("fnv1a64:"))
-        XCTAssertEqual(migration.checksum.count, 8 + 16)
-    }
 }

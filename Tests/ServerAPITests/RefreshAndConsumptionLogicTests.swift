@@ -5,6 +5,7 @@ import Domain
 import Foundation
 @testable import Simulator
 import Stages
+import Store
 import XCTest
 
 /// Pure pieces of refresh and consumption answers: the server-api record Apple's answers travel

@@ -1,5 +1,6 @@
 @testable import Ingest
 import Domain
+import Store
 
 /// Ledger transcripts as the membership stage writes them for DOMAIN.md's S3 and S5, plus a user in
 /// grace then billing retry, built line by line so each test says exactly what the model is given.
@@ -21,8 +22,8 @@ enum TimelineFixtures {
 
     static func line(_ id: Int64, _ kind: LedgerEntry.Kind, user: String = "u-5", purchase: String? = "p-1", product: String? = "vip.standard.1m",
                      interval: Interval?, before: [Interval], after: [Interval], cutKind: String? = nil, reason: String,
-                     cause: Cause) -> MembershipReads.LedgerLine {
-        MembershipReads.LedgerLine(entryId: id, subscriptionKey: "otid-5@Sandbox", userId: user, kind: kind.rawValue, purchaseId: purchase,
+                     cause: Cause) -> LedgerLine {
+        LedgerLine(entryId: id, subscriptionKey: "otid-5@Sandbox", userId: user, kind: kind.rawValue, purchaseId: purchase,
                                    productId: product, group: kind == .link ? nil : "vip", interval: interval, amount: nil, before: before,
                                    after: after, balanceAfter: nil, cutKind: cutKind, reason: reason, commandId: "command-\(id)",
                                    cause: cause, environment: "Sandbox", createdAt: "2026-12-01 12:00:0\(id)+00")

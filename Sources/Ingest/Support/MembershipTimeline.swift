@@ -1,4 +1,5 @@
 import Domain
+import Store
 
 /// What support shows a customer (R4): per entitlement group, the granted intervals, every cut at
 /// its instant with its cause, grace and billing retry, the product change waiting for the renewal;
@@ -66,14 +67,14 @@ public struct MembershipTimeline: Sendable {
     public let window: Window
     let lanes: [Lane]
     /// Oldest first: the order in which the evidence happened.
-    let ledger: [MembershipReads.LedgerLine]
+    let ledger: [LedgerLine]
     /// True when the read stopped at its limit (the oldest lines are shown, the rest is not).
     let ledgerTruncated: Bool
     let nowMs: Int64
 
     static let day: Int64 = 86_400_000
 
-    init(userId: String, memberships: [GroupMembership], ledger: [MembershipReads.LedgerLine], ledgerTruncated: Bool = false,
+    init(userId: String, memberships: [GroupMembership], ledger: [LedgerLine], ledgerTruncated: Bool = false,
          nowMs: Int64) {
         let ordered = ledger.sorted { $0.entryId < $1.entryId }
         self.userId = userId
@@ -94,7 +95,7 @@ public struct MembershipTimeline: Sendable {
         self.window = window
     }
 
-    private static func lane(_ group: String, membership: GroupMembership?, ledger: [MembershipReads.LedgerLine]) -> Lane {
+    private static func lane(_ group: String, membership: GroupMembership?, ledger: [LedgerLine]) -> Lane {
         let cuts = ledger.compactMap { line -> CutMark? in
             guard line.kind == LedgerEntry.Kind.cut.rawValue, let removed = line.interval else { return nil }
             return CutMark(atMs: removed.startMs, removed: removed, kind: line.cutKind ?? "cut", cause: describe(line.cause),
@@ -124,7 +125,7 @@ public struct MembershipTimeline: Sendable {
 
     /// Grace periods are granted as purchases of their own (`grace|<from>`): their intervals,
     /// folded as the ledger folds any purchase, are what the grace shading covers.
-    private static func graceWindows(_ ledger: [MembershipReads.LedgerLine]) -> [Interval] {
+    private static func graceWindows(_ ledger: [LedgerLine]) -> [Interval] {
         var byPurchase: [String: [Interval]] = [:]
         for line in ledger {
             guard let id = line.purchaseId, id.hasPrefix("grace|"), let interval = line.interval else { continue }
@@ -141,7 +142,7 @@ public struct MembershipTimeline: Sendable {
 
     /// From the first instant anything happened to the last, padded; an open end (lifetime) and
     /// billing retry reach a month past `now` so they visibly continue.
-    private static func window(_ lanes: [Lane], ledger: [MembershipReads.LedgerLine], nowMs: Int64) -> Window {
+    private static func window(_ lanes: [Lane], ledger: [LedgerLine], nowMs: Int64) -> Window {
         var instants: [Int64] = []
         var openEnded = false
         for lane in lanes {

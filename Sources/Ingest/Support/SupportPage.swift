@@ -1,4 +1,5 @@
 import Domain
+import Store
 
 /// The support pages as server-rendered HTML: inline CSS and SVG, no script, no outside asset.
 /// Pure: values in, markup out; every value passes through `HTML`'s escaping interpolation.
@@ -206,7 +207,7 @@ enum SupportPage {
     }
 
     /// The input behind a line: what it was, and links to the raw record and its decoded form.
-    private static func evidence(_ line: MembershipReads.LedgerLine) -> HTML {
+    private static func evidence(_ line: LedgerLine) -> HTML {
         let cause = line.cause
         var parts: [HTML] = ["\(MembershipTimeline.describe(cause))"]
         if let uuid = cause.notificationUUID { parts.append("<br>notification <code>\(uuid)</code>") }

@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Postgres
+import Store
 
 /// The support pages' reads from PostgreSQL: a user's projection and ledger for the timeline, and
 /// what a searched id names (a user, a transaction, an original transaction).
@@ -20,17 +21,10 @@ public struct SupportReads: Sendable {
     public func timeline(user requested: String, nowMs: Int64) throws -> MembershipTimeline? {
         let user = UserId.normalized(requested)   // R17: a UUID user id in any case
         return try pool.withConnection { db in
-            let decoder = JSONDecoder()
-            let memberships = try db.query("SELECT view::text AS view FROM user_membership WHERE user_id = \(user) ORDER BY group_id")
-                .map { try decoder.decode(GroupMembership.self, from: Data(try $0.string("view").utf8)) }
+            let queries = MembershipQueries(db)
+            let memberships = try queries.groupMemberships(ofUser: user)
             // The user's lines, and those of their subscriptions from before any user was linked.
-            var lines = try MembershipReads(pool: pool).ledgerLines(db, """
-                SELECT * FROM ledger WHERE user_id = \(user)
-                UNION ALL
-                SELECT l.* FROM ledger l JOIN subscriptions s ON s.subscription_key = l.subscription_key
-                WHERE s.user_id = \(user) AND l.user_id IS NULL
-                ORDER BY entry_id LIMIT \(Self.maxLedgerLines + 1)
-                """)
+            var lines = try queries.ledger(ofUser: user, order: .oldestFirst, limit: Self.maxLedgerLines + 1)
             guard !memberships.isEmpty || !lines.isEmpty else { return nil }
             let truncated = lines.count > Self.maxLedgerLines
             if truncated { lines.removeLast() }
@@ -43,31 +37,16 @@ public struct SupportReads: Sendable {
     func search(_ query: String) throws -> [SupportPage.SearchMatch] {
         let user = UserId.normalized(query)
         return try pool.withConnection { db in
+            let queries = SupportQueries(db)
             var matches: [SupportPage.SearchMatch] = []
-            let users = try db.query("""
-                SELECT user_id FROM subscriptions WHERE user_id = \(user)
-                UNION SELECT user_id FROM user_membership WHERE user_id = \(user)
-                UNION SELECT user_id FROM ledger WHERE user_id = \(user)
-                LIMIT 1
-                """)
-            matches += try users.map { SupportPage.SearchMatch(userId: try $0.string("user_id"), subscriptionKey: nil, how: "user id") }
-            let transactions = try db.query("""
-                SELECT DISTINCT a.subscription_key, s.user_id FROM transaction_aliases a
-                LEFT JOIN subscriptions s ON s.subscription_key = a.subscription_key
-                WHERE a.transaction_id = \(query) ORDER BY a.subscription_key LIMIT 20
-                """)
-            matches += try transactions.map { row in
-                SupportPage.SearchMatch(userId: try row.decode("user_id"), subscriptionKey: try row.string("subscription_key"),
-                                        how: "transaction id, subscription \(try row.string("subscription_key"))")
+            if try queries.isKnownUser(user) { matches.append(SupportPage.SearchMatch(userId: user, subscriptionKey: nil, how: "user id")) }
+            matches += try queries.subscriptions(transaction: query).map {
+                SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey, how: "transaction id, subscription \($0.subscriptionKey)")
             }
             let keys = Self.environments.map { SubscriptionKey.make(originalTransactionId: query, environment: $0) }
-            let subscriptions = try db.query("""
-                SELECT subscription_key, user_id FROM subscriptions
-                WHERE subscription_key IN (\(keys[0]), \(keys[1]), \(keys[2]), \(keys[3])) ORDER BY subscription_key
-                """)
-            matches += try subscriptions.map { row in
-                SupportPage.SearchMatch(userId: try row.decode("user_id"), subscriptionKey: try row.string("subscription_key"),
-                                        how: "original transaction id, subscription \(try row.string("subscription_key"))")
+            matches += try queries.subscriptions(keys: keys).map {
+                SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey,
+                                        how: "original transaction id, subscription \($0.subscriptionKey)")
             }
             // One line per user: the first way it was found is enough.
             var seenUsers: Set<String> = []

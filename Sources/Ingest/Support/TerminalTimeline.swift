@@ -1,4 +1,5 @@
 import Domain
+import Store
 
 /// `storeledger user show`: the same timeline as the support page, as text lanes (one character
 /// per slice of the window) with the cuts and the pending change spelled out under each lane, then
@@ -60,7 +61,7 @@ public enum TerminalTimeline {
         return cells
     }
 
-    static func ledgerLine(_ line: MembershipReads.LedgerLine) -> String {
+    static func ledgerLine(_ line: LedgerLine) -> String {
         var parts = ["#\(line.entryId)", safe(line.createdAt), line.cutKind.map { "\(safe(line.kind))(\(safe($0)))" } ?? safe(line.kind)]
         parts += [line.group, line.productId].compactMap { $0 }.map(safe)
         if let interval = line.interval { parts.append(MembershipTimeline.text(interval)) }

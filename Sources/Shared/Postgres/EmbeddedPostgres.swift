@@ -82,9 +82,13 @@ public final class EmbeddedPostgres: Sendable {
 
     /// Creates another database on this server (e.g. one per test) and returns its URL.
     public func createDatabase(_ name: String) throws -> String {
-        let admin = try PGConnection(url: url(database: "postgres"))
-        defer { admin.close() }
-        try admin.execute("CREATE DATABASE \(identifier: name)")
+        // The distribution's createdb client: the name travels as an argument, quoted by it.
+        let result = try EmbeddedPostgres.run(binDirectory + "/createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", name],
+                                              asPostgres: false, in: directory)
+        guard result.status == 0 else {
+            let refused = result.output.contains("could not connect") || result.output.contains("Connection refused")
+            throw PGError(kind: refused ? .connection : .embeddedServer, message: "createdb \(name) failed: \(result.output.suffix(500))")
+        }
         return url(database: name)
     }
 
@@ -131,7 +135,9 @@ public final class EmbeddedPostgres: Sendable {
     /// lose the last transactions while their Kafka offsets are already committed. The setting is
     /// made after the copy, so the standby does not inherit it (once promoted it has no standby to
     /// wait for). Returns when the standby streams (and, with `synchronous`, is the sync standby).
-    public func startStandby(synchronous: Bool = true) throws -> EmbeddedPostgres {
+    /// `streams` answers, over a connection to this server, whether the standby streams in the
+    /// wanted mode (Store's `ReplicationQueries.standbyStreams` does).
+    public func startStandby(synchronous: Bool = true, streams: (PGConnection, _ synchronous: Bool) throws -> Bool) throws -> EmbeddedPostgres {
         let directory = try EmbeddedPostgres.makePrivateDirectory(nil)
         do {
             if runAsPostgres { try EmbeddedPostgres.handToPostgresUser(directory) }
@@ -144,31 +150,25 @@ public final class EmbeddedPostgres: Sendable {
             }
             // The copy carries this server's socket directory: the standby gets its own.
             let quotedDirectory = directory.replacingAll("'", with: "''")
-            guard let config = FileHandle(forWritingAtPath: directory + "/data/postgresql.conf") else {
-                throw PGError(kind: .embeddedServer, message: "cannot open the standby's postgresql.conf")
-            }
-            try config.seekToEnd()
-            try config.write(contentsOf: Data("\n# StoreLedger standby\nunix_socket_directories = '\(quotedDirectory)'\n".utf8))
-            try config.close()
+            try EmbeddedPostgres.appendSettings("\n# StoreLedger standby\nunix_socket_directories = '\(quotedDirectory)'\n", to: directory + "/data")
             let standbyPort = try EmbeddedPostgres.startServer(directory: directory, bin: binDirectory, asPostgres: runAsPostgres)
             EmbeddedPostgres.startWatchdog(directory: directory)
             let standby = EmbeddedPostgres(url: "postgres://postgres@127.0.0.1:\(standbyPort)/\(EmbeddedPostgres.databaseName)",
                                            port: standbyPort, directory: directory, binDirectory: binDirectory, runAsPostgres: runAsPostgres)
+            if synchronous {
+                // After the copy, so the standby does not inherit it; a reload applies it.
+                try EmbeddedPostgres.appendSettings("synchronous_standby_names = '*'\n", to: dataDirectory)
+                let reload = try EmbeddedPostgres.run(binDirectory + "/pg_ctl", ["-D", dataDirectory, "reload"],
+                                                      asPostgres: runAsPostgres, in: self.directory)
+                guard reload.status == 0 else { throw PGError(kind: .embeddedServer, message: "pg_ctl reload failed: \(reload.output.suffix(500))") }
+            }
             let admin = try PGConnection(url: url(database: "postgres"))
             defer { admin.close() }
-            if synchronous {
-                // Two statements: ALTER SYSTEM refuses to run inside the implicit transaction of a multi-statement script.
-                try admin.executeScript("ALTER SYSTEM SET synchronous_standby_names = '*'")
-                try admin.executeScript("SELECT pg_reload_conf()")
-            }
-            let wanted = synchronous ? "sync" : "async"
             let deadline = Date().addingTimeInterval(60)
-            while true {
-                let state = try admin.query("SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'").first?.string("sync_state")
-                if state == wanted { break }
+            while try !streams(admin, synchronous) {
                 guard Date() < deadline else {
                     standby.stop()
-                    throw PGError(kind: .embeddedServer, message: "the standby did not stream as \(wanted) within 60 s\n\(standby.logTail())")
+                    throw PGError(kind: .embeddedServer, message: "the standby did not stream as \(synchronous ? "sync" : "async") within 60 s\n\(standby.logTail())")
                 }
                 Thread.sleep(forTimeInterval: 0.1)
             }
@@ -262,6 +262,16 @@ public final class EmbeddedPostgres: Sendable {
         guard chown(directory, user.pointee.pw_uid, user.pointee.pw_gid) == 0 else {
             throw PGError(kind: .embeddedServer, message: "cannot chown \(directory) to postgres: errno \(errno)")
         }
+    }
+
+    /// Appends lines to a data directory's postgresql.conf (later settings win).
+    private static func appendSettings(_ text: String, to dataDirectory: String) throws {
+        guard let config = FileHandle(forWritingAtPath: dataDirectory + "/postgresql.conf") else {
+            throw PGError(kind: .embeddedServer, message: "cannot open postgresql.conf in \(dataDirectory)")
+        }
+        defer { try? config.close() }
+        try config.seekToEnd()
+        try config.write(contentsOf: Data(text.utf8))
     }
 
     private static func initialise(directory: String, bin: String, asPostgres: Bool) throws {

@@ -2,13 +2,6 @@ import CLibPQ
 import Foundation
 import Runtime
 
-/// Transaction isolation for `PGConnection.transaction`.
-public enum PGIsolation: String, Sendable {
-    case readCommitted = "READ COMMITTED"
-    case repeatableRead = "REPEATABLE READ"
-    case serializable = "SERIALIZABLE"
-}
-
 /// One blocking libpq connection. Not thread-safe: use it from one thread at a time
 /// (`PGPool` hands connections to threads). Every statement goes through `SQL`, so values
 /// travel as bind parameters (PQexecParams); results come back in text format.
@@ -28,7 +21,6 @@ public final class PGConnection {
     private let options: PGOptions
     /// Statement text + parameter types -> server-side prepared statement name.
     private var preparedNames: [String: String] = [:]
-    private var savepointDepth = 0
 
     /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
     /// string. Errors never repeat the URL (it may hold a password). `options` bound how long
@@ -64,7 +56,6 @@ public final class PGConnection {
     /// Reconnects with the original parameters (after a broken connection or `close()`).
     public func reset() throws {
         preparedNames = [:]
-        savepointDepth = 0
         if let handle {
             PQreset(handle)
             if PQstatus(handle) == CONNECTION_OK {
@@ -109,53 +100,11 @@ public final class PGConnection {
         _ = try rows(checking: PQexec(handle, text), statement: PGConnection.summary(of: text), binds: [])
     }
 
-    // MARK: Transactions
-
-    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws (the
-    /// error is rethrown). Nested calls become savepoints. If a statement failed inside the
-    /// body and the body swallowed the error, the transaction is rolled back and this throws:
-    /// PostgreSQL would otherwise turn the COMMIT into a silent ROLLBACK.
-    @discardableResult
-    public func transaction<T>(isolation: PGIsolation? = nil, _ body: (PGConnection) throws -> T) throws -> T {
-        if inTransaction { return try savepoint(body) }
-        try executeScript(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
-        do {
-            let value = try body(self)
-            try commit()
-            return value
-        } catch {
-            rollbackIfOpen()
-            throw error
-        }
-    }
-
-    private func commit() throws {
-        let handle = try open()
-        if PQtransactionStatus(handle) == PQTRANS_INERROR {
-            throw PGError(kind: .usage, sqlState: "25P02",
-                          message: "transaction aborted by an earlier failed statement; rolled back instead of committing")
-        }
-        try executeScript("COMMIT")
-    }
-
-    private func rollbackIfOpen() {
-        guard !isBroken, inTransaction else { return }
-        try? executeScript("ROLLBACK")
-    }
-
-    private func savepoint<T>(_ body: (PGConnection) throws -> T) throws -> T {
-        savepointDepth += 1
-        defer { savepointDepth -= 1 }
-        let name = "storeledger_sp_\(savepointDepth)"
-        try executeScript("SAVEPOINT \(name)")
-        do {
-            let value = try body(self)
-            try executeScript("RELEASE SAVEPOINT \(name)")
-            return value
-        } catch {
-            if !isBroken { try? executeScript("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)") }
-            throw error
-        }
+    /// True when a statement failed inside the open transaction: it can only roll back (PostgreSQL
+    /// would turn a COMMIT into a silent ROLLBACK).
+    public var inFailedTransaction: Bool {
+        guard let handle else { return false }
+        return PQtransactionStatus(handle) == PQTRANS_INERROR
     }
 
     // MARK: Internals
@@ -249,24 +198,14 @@ public final class PGConnection {
         return handle
     }
 
-    /// Fixes the output formats this module parses, whatever the server's defaults, and
-    /// routes server notices to the debug log instead of libpq's default stderr printing.
+    /// Routes server notices to the debug log instead of libpq's default stderr printing. (The
+    /// output formats this module parses are fixed at connect time: `PGOptions.connectKeywords`.)
     private static func configureSession(_ handle: OpaquePointer, _ options: PGOptions) throws {
         PQsetNoticeProcessor(handle, { _, message in
             guard let message else { return }
             let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
             Logger(component: "postgres").debug("pg_notice", ["message": .string(text)])
         }, nil)
-        let setup = "SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'; SET client_encoding = 'UTF8'; "
-            + "SET statement_timeout = \(options.statementTimeoutMs)"
-        guard let result = PQexec(handle, setup) else {
-            throw PGError(kind: .connection, message: "could not configure the session")
-        }
-        defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
-            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw PGError(kind: .connection, message: "could not configure the session: \(message)")
-        }
     }
 }
 

@@ -70,7 +70,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The same error with a context prefix on its message.
-    func prefixed(_ context: String) -> PGError {
+    public func prefixed(_ context: String) -> PGError {
         PGError(kind: kind, sqlState: sqlState, message: "\(context): \(message)", detail: detail,
                 hint: hint, constraint: constraint, statement: statement)
     }

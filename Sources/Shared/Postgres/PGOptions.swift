@@ -8,7 +8,7 @@ import Synchronization
 public struct PGOptions: Sendable, Equatable {
     /// libpq `connect_timeout` in seconds (libpq's minimum effective value is 2).
     public var connectTimeoutSeconds = 5
-    /// `SET statement_timeout` in milliseconds; 0 disables it.
+    /// The session's `statement_timeout` in milliseconds; 0 disables it.
     public var statementTimeoutMs = 30_000
     /// `keepalives_idle` in seconds (then 3 probes 5 s apart).
     public var keepaliveIdleSeconds = 10
@@ -30,8 +30,13 @@ public struct PGOptions: Sendable, Equatable {
     }
 
     /// libpq keywords appended after the caller's URL (later keywords win in PQconnectdbParams).
+    /// `options` sets the session parameters at connect time (no statement): the output formats
+    /// this module parses, whatever the server's defaults, and the statement timeout. It replaces
+    /// an `options` parameter of the URL.
     var connectKeywords: [(String, String)] {
         [("connect_timeout", String(connectTimeoutSeconds)), ("keepalives", "1"),
-         ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3")]
+         ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),
+         ("client_encoding", "UTF8"),
+         ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs)")]
     }
 }

@@ -5,7 +5,7 @@ import Synchronization
 /// A small blocking connection pool for threads (e.g. the HTTP server's pool threads).
 /// Connections open lazily, up to `size`; a borrower blocks until one is free. A connection
 /// that broke is reconnected on its next checkout; one returned inside a transaction (the
-/// body escaped mid-BEGIN) is rolled back, or dropped if that fails.
+/// body escaped mid-transaction) is closed, which rolls it back, and replaced on next checkout.
 /// While the server is unreachable, connection attempts are spaced by a capped exponential
 /// backoff shared by all slots: a borrower inside the wait fails at once with
 /// `PGError.connection` (an HTTP thread answers 503 instead of each one waiting out
@@ -85,7 +85,7 @@ public final class PGPool: Sendable {
 
     private func giveBack(_ pooled: PooledConnection) {
         let connection = pooled.connection
-        if !connection.isBroken, connection.inTransaction { try? connection.executeScript("ROLLBACK") }
+        // Left mid-transaction (a body escaped after BEGIN): dropped, and the server rolls back.
         let keep = !connection.isBroken && !connection.inTransaction
         if !keep { connection.close() }
         slots.withLock { $0.append(keep ? pooled : nil) }

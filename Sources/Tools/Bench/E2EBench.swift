@@ -4,6 +4,7 @@ import HTTPServer
 import Postgres
 import Runtime
 import Simulator
+import Store
 
 /// `storeledger bench e2e`: the whole system as `storeledger dev` runs it (broker, PostgreSQL, ingest
 /// and one process per stage), driven over loopback HTTP by a load client in this process with
@@ -64,7 +65,7 @@ public enum E2EBench {
         let db = try PGConnection(url: dev.databaseURL)
         var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.postgresDirectory)
         // The bench's own queries (progress and commit times) are not the pipeline's work.
-        if let backend = try db.query("SELECT pg_backend_pid() AS pid").first?.int("pid") { processes.excluded.insert(Int32(backend)) }
+        if let backend = try InspectionQueries(db).backendProcessId() { processes.excluded.insert(backend) }
         print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")
         fflush(nil)
 
@@ -179,11 +180,7 @@ public enum E2EBench {
         while start < keys.count {
             let chunk = Array(keys[start..<min(keys.count, start + 5_000)])
             start += chunk.count
-            let rows = try db.query("""
-                SELECT subscription_key, (extract(epoch FROM min(created_at)) * 1000)::float8 AS ms FROM ledger
-                WHERE subscription_key = ANY(\(chunk)) AND entry_id > \(Int64(sequence)) GROUP BY subscription_key
-                """)
-            for row in rows { times[try row.string("subscription_key")] = try row.double("ms") }
+            times.merge(try InspectionQueries(db).firstEntryTimes(of: chunk, after: Int64(sequence))) { first, _ in first }
         }
         return times
     }

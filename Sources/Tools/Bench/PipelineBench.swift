@@ -5,8 +5,9 @@ import Kafka
 import LocalStack
 import Postgres
 import Runtime
-import Synchronization
 import Stages
+import Store
+import Synchronization
 
 /// `storeledger bench pipeline`: events/s through dedupe → classify → membership, the stage runners
 /// in this process (one consumer group per stage, one member each by default as `storeledger dev`
@@ -188,13 +189,12 @@ public enum PipelineBench {
     }
 
     static func ledgerCount(_ db: PGConnection) throws -> Int {
-        try db.query("SELECT count(*) AS n FROM ledger").first?.int("n") ?? 0
+        try InspectionQueries(db).ledgerCount()
     }
 
-    /// Entries inserted so far, from the ledger's id sequence: constant time however long the ledger
-    /// (a rolled-back batch can leave gaps, so the end is confirmed with a real count).
+    /// Entries inserted so far (from the ledger's id sequence; confirm the end with `ledgerCount`).
     static func ledgerSequence(_ db: PGConnection) throws -> Int {
-        try db.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM ledger_entry_id_seq").first?.int("n") ?? 0
+        try InspectionQueries(db).ledgerSequence()
     }
 
     static func seconds(_ duration: Duration) -> Double {

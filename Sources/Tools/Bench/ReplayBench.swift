@@ -5,6 +5,7 @@ import LocalStack
 import Postgres
 import Runtime
 import Stages
+import Store
 
 /// `storeledger bench replay`: the replay rate through membership (issue 13, BENCHMARKS.md). The
 /// commands topic is filled with `--events` membership commands (default 100,000; --quick 10,000)
@@ -57,7 +58,7 @@ public enum ReplayBench {
         try group[0].hold.consumer.commit(offsets: ends)
         group[0].hold.close()
         let fill = PipelineBench.seconds(ContinuousClock.now - fillStarted)
-        let ledger = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
+        let ledger = try InspectionQueries(db).ledgerCount()
         logger.info("prefilled", ["events": .of(subscriptions * 6), "ledger": .of(ledger)])
 
         let engine = ReplayEngine(kafka: kafka, databaseURL: postgres.url, catalog: Catalog(), decoder: nil)
@@ -72,7 +73,7 @@ public enum ReplayBench {
             phases["cpu"] = CPUTime.processSeconds() - cpuBefore
             results.append((label, report, phases))
         }
-        let ledgerAfter = try db.query("SELECT count(*)::bigint AS n FROM ledger").first!.int("n")
+        let ledgerAfter = try InspectionQueries(db).ledgerCount()
         var text = "bench replay: \(subscriptions * 6) commands over \(subscriptions) subscriptions (fill + apply \(String(format: "%.1f", fill)) s)\n"
         for (label, report, phases) in results {
             text += "  \(label): \(report.recordsRead) records in \(String(format: "%.2f", report.seconds - report.joinSeconds)) s "

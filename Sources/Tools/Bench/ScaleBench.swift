@@ -5,8 +5,9 @@ import Kafka
 import LocalStack
 import Postgres
 import Runtime
-import Synchronization
 import Stages
+import Store
+import Synchronization
 
 /// `storeledger bench scale`: what more consumer-group members per stage buy on this machine, and
 /// what a rebalance costs (BENCHMARKS.md, "Scale-out"). The stages are `bench pipeline`'s (dedupe →
@@ -74,11 +75,7 @@ public enum ScaleBench {
             defer { db.close() }
             while !sampling.isStopped {
                 // Backends waiting for a lock, by the statement that waits (its first words).
-                if let rows = try? db.query("""
-                    SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS q FROM pg_stat_activity
-                    WHERE wait_event_type = 'Lock' AND datname = current_database()
-                    """) {
-                    let statements = (try? rows.map { try $0.string("q") }) ?? []
+                if let statements = try? InspectionQueries(db).statementsWaitingForLocks() {
                     samples.state.withLock { state in
                         state.all += 1
                         if !statements.isEmpty { state.waiting += 1 }
@@ -119,7 +116,7 @@ public enum ScaleBench {
     }
 
     static func deadlocks(_ db: PGConnection) throws -> Int64 {
-        try db.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").first?.int64("deadlocks") ?? 0
+        try InspectionQueries(db).deadlocks()
     }
 
     // MARK: Rebalance pauses

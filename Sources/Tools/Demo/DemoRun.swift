@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Postgres
 import Simulator
+import Store
 
 /// What `storeledger dev --demo` prepares before the workers start: the simulated App Store's
 /// PKI and catalog, and the environment that makes the workers trust it.
@@ -100,8 +101,7 @@ private func driveDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, 
         say("Dead letters   " + counts.deadLetters.map { "\($0.key) ×\($0.value)" }.sorted().joined(separator: ", "))
     }
     let database = try PGConnection(url: databaseURL)
-    let kinds = try database.query("SELECT kind, count(*) AS n FROM ledger GROUP BY kind ORDER BY count(*) DESC")
-        .map { "\(try $0.string("kind")) \(try $0.int("n"))" }
+    let kinds = try InspectionQueries(database).ledgerKinds().map { "\($0.kind) \($0.count)" }
     say("Ledger         \(kinds.joined(separator: ", "))")
     say("Oracle         \(users.count - Set(mismatches.map(\.userId)).count)/\(users.count) users' membership equals the simulator's independent expectation")
     for mismatch in mismatches.prefix(5) { say("                 ✗ \(mismatch.description)") }
@@ -160,10 +160,7 @@ private func interval(_ json: [String: Any]) -> String {
 /// The population user with the most ledger lines (the most eventful story).
 private func busiestUser(_ users: [String], _ database: PGConnection) -> String? {
     guard !users.isEmpty else { return nil }
-    let row = try? database.query("""
-        SELECT user_id FROM ledger WHERE user_id = ANY(\(users)) GROUP BY user_id ORDER BY count(*) DESC LIMIT 1
-        """).first
-    return (try? row?.string("user_id")) ?? users.first
+    return (try? InspectionQueries(database).busiestUser(among: users)) ?? users.first
 }
 
 /// Records per topic, read from the beginning by one fresh consumer, and dead letters by kind.

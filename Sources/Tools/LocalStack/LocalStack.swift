@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 import Synchronization
 
 /// One boot sequence for everything that runs StoreLedger on one machine (`storeledger dev`, the
@@ -95,7 +96,7 @@ public final class LocalStack: Sendable {
                 postgres = server
                 databaseURL = server.url
                 if withStandby {
-                    let copy = try server.startStandby()
+                    let copy = try server.startStandby(streams: ReplicationQueries.standbyStreams)
                     standby = copy
                     databaseURL = EmbeddedPostgres.failoverURL([server, copy])
                 }

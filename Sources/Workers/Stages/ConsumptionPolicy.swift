@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import Configuration
 import Foundation
+import Store
 
 /// How StoreLedger answers Apple's CONSUMPTION_REQUEST (a customer asked for a refund): pure,
 /// from the ledger's facts about the purchase and its owner (docs/app-store-server-api.md,

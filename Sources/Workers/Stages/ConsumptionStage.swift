@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 
 /// Consumption answers: reads the decoded topic (its own consumer group) for CONSUMPTION_REQUEST
 /// notifications, computes the answer from the ledger with `ConsumptionPolicy`, sends it to Apple

@@ -1,6 +1,7 @@
 import Domain
 import Foundation
 import Runtime
+import Store
 
 /// The two reports over the finance facts, for the CLI and for ingest's admin route alike.
 public enum FinanceReport {

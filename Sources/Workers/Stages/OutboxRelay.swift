@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 import Synchronization
 
 public struct OutboxRelayConfig: Sendable {
@@ -42,9 +43,6 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     private let config: OutboxRelayConfig
     private let logger = Logger(component: "relay")
     private let ready = Atomic<Bool>(false)
-    /// Arbitrary, fixed: the advisory lock that makes one relay the active one.
-    static let lockKey: Int64 = 0x5354_4C45_0017
-
     public init(config: OutboxRelayConfig) { self.config = config }
 
     public var isReady: Bool { ready.load(ordering: .acquiring) }
@@ -71,7 +69,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         let lock = try PGConnection(url: config.databaseURL)
         defer { lock.close() }
         while !stop.isStopped {
-            if try lock.query("SELECT pg_try_advisory_lock(\(OutboxRelay.lockKey)) AS held").first?.bool("held") == true { break }
+            if try OutboxStore(lock).tryTakeRelayLock() { break }
             _ = stop.wait(timeout: .milliseconds(500))
         }
         guard !stop.isStopped else { return 0 }
@@ -119,10 +117,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         for (partition, record) in tails.sorted(by: { $0.key < $1.key }) {
             guard let header = record.headers.first(where: { $0.name == RecordHeader.relaySequence }),
                   let seq = Int64(String(decoding: header.value, as: UTF8.self)) else { continue }
-            marked += try db.execute("""
-                UPDATE membership_outbox SET published_at = now()
-                WHERE published_at IS NULL AND kafka_partition = \(Int(partition)) AND relay_seq <= \(seq)
-                """)
+            marked += try OutboxStore(db).markPublished(partition: partition, upTo: seq)
         }
         logger.info("relay_recovered", ["partitions_with_records": .of(tails.count), "marked_published": .of(marked)])
     }
@@ -130,50 +125,33 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     /// Gives unordered rows their `relay_seq` (ledger entry order) and partition, in one transaction.
     private func order(_ db: PGConnection, partitions: Int32) throws {
         try db.transaction { db in
-            let rows = try db.query("""
-                SELECT event_key, entry_id FROM membership_outbox
-                WHERE published_at IS NULL AND relay_seq IS NULL ORDER BY entry_id LIMIT \(config.batch)
-                """)
+            let store = OutboxStore(db)
+            let rows = try store.unordered(limit: config.batch)
             guard !rows.isEmpty else { return }
-            let seqs = try db.query("SELECT nextval('membership_relay_seq') AS s FROM generate_series(1, \(rows.count))")
-                .map { try $0.int64("s") }.sorted()
-            var update = JSONRows(capacity: rows.count * 64)
-            for (index, row) in rows.enumerated() {
-                let key = try row.string("event_key")
-                update.beginRow()
-                update.string("k", key)
-                update.int("e", try row.int64("entry_id"))
-                update.int("s", seqs[index])
-                update.int("p", Int64(KafkaMurmur2.partition(key: Array(key.utf8), count: partitions)))
-                update.endRow()
-            }
-            try db.execute("""
-                UPDATE membership_outbox o SET relay_seq = t.s, kafka_partition = t.p
-                FROM jsonb_to_recordset(\(update.json)) AS t(k text, e bigint, s bigint, p integer)
-                WHERE o.event_key = t.k AND o.entry_id = t.e
-                """)
+            let seqs = try store.nextRelaySeqs(rows.count)
+            try store.assign(rows.enumerated().map { index, row in
+                OutboxStore.Assignment(eventKey: row.eventKey, entryId: row.entryId, relaySeq: seqs[index],
+                                       partition: KafkaMurmur2.partition(key: Array(row.eventKey.utf8), count: partitions))
+            })
         }
     }
 
     /// Publishes ordered, unpublished rows in `relay_seq` order and marks them once all are acknowledged.
     private func publish(_ db: PGConnection, _ producer: KafkaProducer) throws -> Int {
-        let rows = try db.query("""
-            SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
-            WHERE published_at IS NULL AND relay_seq IS NOT NULL ORDER BY relay_seq LIMIT \(config.batch)
-            """)
+        let rows = try OutboxStore(db).ordered(limit: config.batch)
         guard !rows.isEmpty else { return 0 }
         let failures = Mutex<[KafkaError]>([])
         let group = DispatchGroup()
         var seqs: [Int64] = []
         for row in rows {
-            let seq = try row.int64("relay_seq")
+            let seq = row.relaySeq
             seqs.append(seq)
             let headers = [KafkaHeader(name: RecordHeader.relaySequence, value: Array(String(seq).utf8)),
-                           KafkaHeader(name: RecordHeader.eventType, value: Array(try row.string("event_type").utf8)),
+                           KafkaHeader(name: RecordHeader.eventType, value: Array(row.eventType.utf8)),
                            KafkaHeader(name: RecordHeader.schema, value: Array(MembershipEvent.schemaId.utf8))]
             group.enter()
-            producer.send(topic: config.topic, key: Array(try row.string("event_key").utf8), value: Array(try row.string("payload").utf8),
-                          headers: headers, partition: try row.int32("kafka_partition")) { result in
+            producer.send(topic: config.topic, key: Array(row.eventKey.utf8), value: Array(row.payload.utf8),
+                          headers: headers, partition: row.partition) { result in
                 if case .failure(let error) = result { failures.withLock { $0.append(error) } }
                 group.leave()
             }
@@ -184,7 +162,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
             logger.warning("relay_failpoint_crash", ["published_unmarked": .of(rows.count)])
             kill(getpid(), SIGKILL)
         }
-        try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+        try OutboxStore(db).markPublished(seqs)
         Metrics.shared.increment("storeledger_relay_published_total", by: Double(rows.count))
         return rows.count
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Postgres
+import Store
 
 /// Fencing of zombie members (issue 9): Kafka fences a member evicted after a long pause only at
 /// its offset commit, after its PostgreSQL effects are already durable. So each member claims the
@@ -32,15 +33,8 @@ struct PartitionFence {
     mutating func claimIfNeeded(_ db: PGConnection) throws {
         guard let partitions = pending?.sorted() else { return }
         guard !partitions.isEmpty else { pending = nil; return }
-        let rows = try db.query("""
-            INSERT INTO partition_owners (group_id, topic, partition, generation, owner)
-            SELECT \(groupId), t, p, 1, \(owner) FROM unnest(\(partitions.map(\.topic))::text[], \(partitions.map { Int($0.partition) })::integer[]) AS x(t, p)
-            ON CONFLICT (group_id, topic, partition)
-            DO UPDATE SET generation = partition_owners.generation + 1, owner = EXCLUDED.owner, claimed_at = now()
-            RETURNING topic, partition, generation
-            """)
-        for row in rows {
-            claimed[PartitionID(topic: try row.string("topic"), partition: try row.int32("partition"))] = try row.int64("generation")
+        for row in try FenceStore(db).claim(group: groupId, owner: owner, partitions: partitions.map { ($0.topic, $0.partition) }) {
+            claimed[PartitionID(topic: row.topic, partition: row.partition)] = row.generation
         }
         pending = nil
     }
@@ -50,15 +44,8 @@ struct PartitionFence {
         guard !partitions.isEmpty else { return }
         let list = partitions.sorted()
         var current: [PartitionID: Int64] = [:]
-        for row in try db.query("""
-            SELECT o.topic, o.partition, o.generation FROM partition_owners o
-            JOIN unnest(\(list.map(\.topic))::text[], \(list.map { Int($0.partition) })::integer[]) AS x(t, p)
-              ON o.topic = x.t AND o.partition = x.p
-            WHERE o.group_id = \(groupId)
-            ORDER BY o.topic, o.partition
-            FOR SHARE OF o
-            """) {
-            current[PartitionID(topic: try row.string("topic"), partition: try row.int32("partition"))] = try row.int64("generation")
+        for row in try FenceStore(db).currentGenerations(group: groupId, partitions: list.map { ($0.topic, $0.partition) }) {
+            current[PartitionID(topic: row.topic, partition: row.partition)] = row.generation
         }
         for partition in list where current[partition] == nil || current[partition] != claimed[partition] {
             throw Fenced(partition: partition, ours: claimed[partition], current: current[partition])

@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 import Synchronization
 
 /// What an operator asks of `storeledger replay`.
@@ -194,9 +195,9 @@ public struct ReplayEngine {
         options.statementTimeoutMs = 0
         let db = try PGConnection(url: databaseURL, options: options)
         defer { db.close() }
-        try db.executeScript("BEGIN")
+        try db.begin()
         var committed = false
-        defer { if !committed { try? db.executeScript("ROLLBACK") } }
+        defer { if !committed { try? db.rollback() } }
         let keys = keysInRange.sorted()
         // Records a previous replay superseded (it republished the subscription's corrected derivation).
         let horizons = try loadHorizons(db, keys: keys, topics: request.stage == .decode ? [] : request.stage.inputTopics)
@@ -217,9 +218,7 @@ public struct ReplayEngine {
         switch request.stage {
         case .decode, .dedupe:
             // Dedupe's memory of these subscriptions is rebuilt from their whole input (a fixed rule reaches old input).
-            try db.execute("DELETE FROM seen_events WHERE subscription_key = ANY(\(keys))")
-            try db.execute("DELETE FROM transaction_aliases WHERE subscription_key = ANY(\(keys))")
-            try db.execute("DELETE FROM purchases WHERE subscription_key = ANY(\(keys))")
+            try DedupeStore(db).forget(keys)
             let dedupe = DedupeStage(rule: wrongRules.dedupe)
             var index = 0
             while index < records.count {
@@ -279,7 +278,7 @@ public struct ReplayEngine {
             causes.merge(stateCauses) { $1 }
             reasons.merge(stateReasons) { $1 }
         }
-        let stored = try loadStates(db, "SELECT state::text AS state FROM subscriptions WHERE subscription_key = ANY(\(keys)) ORDER BY subscription_key")
+        let stored = try ReplayStore(db).states(keys)
         let storedByKey = Dictionary(stored.map { ($0.subscriptionKey, $0) }, uniquingKeysWith: { first, _ in first })
         var compensations: [MembershipCommand] = []
         for key in keys {
@@ -299,19 +298,16 @@ public struct ReplayEngine {
         let touched = Array(Set(compensations.map(\.subscriptionKey))).sorted()
         var predicted: [LedgerEntry] = []
         if !touched.isEmpty {
-            let own = try loadStates(db, "SELECT state::text AS state FROM subscriptions WHERE subscription_key = ANY(\(touched)) ORDER BY subscription_key")
+            let own = try ReplayStore(db).states(touched)
             let users = Array(Set(own.compactMap(\.userId))).sorted()
-            let others = users.isEmpty ? [] : try loadStates(db, """
-                SELECT state::text AS state FROM subscriptions WHERE user_id = ANY(\(users)) AND NOT (subscription_key = ANY(\(touched)))
-                ORDER BY subscription_key
-                """)
+            let others = users.isEmpty ? [] : try MembershipStore(db).states(ofUsers: users, excluding: touched)
             var book = MembershipBook(own + others)
             for command in compensations { predicted += book.apply(command) }
         }
         let diff = ReplayDiff(entries: predicted)
         var written = 0
         if request.dryRun {
-            try db.executeScript("ROLLBACK")
+            try db.rollback()
         } else {
             if !compensations.isEmpty {
                 written = try MembershipWriter(db).apply(compensations).entries
@@ -344,7 +340,7 @@ public struct ReplayEngine {
                 try republish(downstream, corrected: corrected.sorted(), stage: request.stage, codeVersion: request.codeVersion,
                               reader: reader, db: db)
             }
-            try db.executeScript("COMMIT")
+            try db.commit()
             if !corrected.isEmpty {
                 // The later stages' groups move past what was republished: the workers must not apply it
                 // again (only the replay wrote to those topics since they stopped, and they had caught up).
@@ -389,13 +385,8 @@ public struct ReplayEngine {
     private func loadHorizons(_ db: PGConnection, keys: [String], topics: [String]) throws -> [HorizonKey: [Int64]] {
         guard !keys.isEmpty else { return [:] }
         var result: [HorizonKey: [Int64]] = [:]
-        let decoder = JSONDecoder()
-        for row in try db.query("""
-            SELECT subscription_key, topic, partition_highs::text AS h FROM replay_horizons
-            WHERE subscription_key = ANY(\(keys)) AND topic = ANY(\(topics))
-            """) {
-            result[HorizonKey(key: try row.string("subscription_key"), topic: try row.string("topic"))] =
-                try decoder.decode([Int64].self, from: Data(try row.string("h").utf8))
+        for horizon in try ReplayStore(db).horizons(of: keys, topics: topics) {
+            result[HorizonKey(key: horizon.subscriptionKey, topic: horizon.topic)] = horizon.partitionHighs
         }
         return result
     }
@@ -407,18 +398,11 @@ public struct ReplayEngine {
         let producer = try KafkaProducer(config: kafka)
         defer { producer.close() }
         let failures = Mutex<[String]>([])
-        var rows = JSONRows()
+        var horizons: [ReplayStore.Horizon] = []
         for (topic, records) in topics {
             var highs: [Int64] = []
             for partition in 0..<(try reader.partitionCount(topic: topic)) { highs.append(try reader.watermarks(topic: topic, partition: partition).high) }
-            let highsJSON = Array("[\(highs.map(String.init).joined(separator: ","))]".utf8)
-            for key in corrected {
-                rows.beginRow()
-                rows.string("k", key)
-                rows.string("t", topic)
-                rows.raw("h", highsJSON)
-                rows.endRow()
-            }
+            horizons += corrected.map { ReplayStore.Horizon(subscriptionKey: $0, topic: topic, partitionHighs: highs) }
             for record in records {
                 producer.send(topic: topic, key: Array(record.key.utf8), value: record.value,
                               headers: [KafkaHeader(name: RecordHeader.provenance, value: Array("replay".utf8))]) { result in
@@ -428,23 +412,13 @@ public struct ReplayEngine {
         }
         try producer.flush(timeout: .seconds(120))
         if let failure = failures.withLock({ $0.first }) { throw ReplayRefused("republishing the corrected records failed: \(failure); rolled back") }
-        guard rows.count > 0 else { return }
-        try db.execute("""
-            INSERT INTO replay_horizons (subscription_key, topic, partition_highs, stage, code_version)
-            SELECT k, t, h, \(stage.rawValue), \(codeVersion) FROM jsonb_to_recordset(\(rows.json)) AS x(k text, t text, h jsonb)
-            ON CONFLICT (subscription_key, topic) DO UPDATE SET partition_highs = EXCLUDED.partition_highs, stage = EXCLUDED.stage,
-                code_version = EXCLUDED.code_version, replayed_at = now()
-            """)
+        try ReplayStore(db).save(horizons, stage: stage.rawValue, codeVersion: codeVersion)
+
     }
 
     /// classify over one unique-event record, as the classify stage does it (invalid ones it dead-letters).
     private func classified(_ bytes: [UInt8]) throws -> [MembershipCommand] {
         guard let unique = try? JSONDecoder().decode(UniqueEvent.self, from: Data(bytes)), EventBounds.check(unique) == nil else { return [] }
         return wrongRules.applyToClassified(classify(unique, catalog: catalog))
-    }
-
-    private func loadStates(_ db: PGConnection, _ sql: SQL) throws -> [SubscriptionState] {
-        let decoder = JSONDecoder()
-        return try db.query(sql).map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 import Synchronization
 
 /// A record a stage wants written, keyed by subscription after decode.
@@ -146,7 +147,7 @@ final class StageWork: ConsumerLoopWork {
         if logic.usesDatabase {
             let db = try connect()
             try fence.claimIfNeeded(db)
-            try db.executeScript("BEGIN")
+            try db.begin()
             connection = db
             batchPartitions = Set(records.map(\.partitionID))
         }
@@ -173,7 +174,7 @@ final class StageWork: ConsumerLoopWork {
             kill(getpid(), SIGSTOP)
         }
         try fence.check(batchPartitions, database)
-        try database.executeScript("COMMIT")
+        try database.commit()
         let now = currentTimeMs()
         for received in receivedAtMs {
             metrics.observe("storeledger_ingest_to_ledger_seconds", [:], Double(max(0, now - received)) / 1000, buckets: StageWork.ledgerLatencyBuckets)
@@ -190,7 +191,7 @@ final class StageWork: ConsumerLoopWork {
         if database.isBroken {
             self.database = nil
         } else if database.inTransaction {
-            try? database.executeScript("ROLLBACK")
+            try? database.rollback()
         }
     }
 

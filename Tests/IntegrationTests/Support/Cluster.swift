@@ -4,6 +4,7 @@ import LocalStack
 import Postgres
 import Runtime
 import Simulator
+import Store
 import Synchronization
 import XCTest
 

@@ -6,6 +6,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 import Synchronization
 
 /// A recovery pass (`storeledger recover notifications`, `storeledger worker recover`): Apple's
@@ -63,8 +64,7 @@ public enum RecoveryPass {
     static func seenUUIDs(_ entries: [NotificationHistoryEntry], db: PGConnection) throws -> Set<String> {
         let keys = entries.compactMap { ($0.notification.payload["notificationUUID"] as? String).map { "uuid:\($0.lowercased())" } }
         guard !keys.isEmpty else { return [] }
-        let rows = try db.query("SELECT DISTINCT event_key FROM seen_events WHERE event_key = ANY(\(keys))")
-        return Set(try rows.map { String(try $0.string("event_key").dropFirst("uuid:".count)) })
+        return Set(try DedupeStore(db).sightings(keys).map { String($0.eventKey.dropFirst("uuid:".count)) })
     }
 }
 

@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 
 /// Who asks for what and why: validated once, before anything is sent.
 public struct SupportOrder {

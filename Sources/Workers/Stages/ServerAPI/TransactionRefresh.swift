@@ -6,6 +6,7 @@ import Foundation
 import Kafka
 import Postgres
 import Runtime
+import Store
 
 /// What one refresh did.
 public struct RefreshReport: Codable, Sendable {

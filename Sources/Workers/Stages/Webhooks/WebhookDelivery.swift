@@ -5,6 +5,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Postgres
+import Store
 import Runtime
 import Synchronization
 

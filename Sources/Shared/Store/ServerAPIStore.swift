@@ -161,4 +161,30 @@ public enum ServerAPIStore {
             VALUES (\(target), \(kind), \(admin), \(reason), \(PGJSON(request)), \(PGJSON(outcome)))
             """)
     }
+
+    /// One recorded support action, as `storeledger support history` prints it.
+    public struct SupportActionRow: Sendable, Equatable, Encodable {
+        public var target: String
+        public var actionId: Int64
+        public var kind: String
+        public var admin: String
+        public var reason: String
+        /// JSON: what was sent to Apple, and Apple's outcome.
+        public var request: String
+        public var outcome: String
+        public var createdAt: String
+    }
+
+    /// The support actions recorded for `target` (all targets when nil), newest first.
+    public static func supportActions(target: String?, limit: Int, db: PGConnection) throws -> [SupportActionRow] {
+        let scope: SQL = target.map { "WHERE target = \($0)" } ?? ""
+        return try db.query("""
+            SELECT target, action_id, kind, admin, reason, request::text AS request, outcome::text AS outcome, created_at::text AS created_at
+            FROM support_actions \(fragment: scope) ORDER BY created_at DESC, action_id DESC LIMIT \(max(1, limit))
+            """).map { row in
+            SupportActionRow(target: try row.string("target"), actionId: try row.int64("action_id"), kind: try row.string("kind"),
+                             admin: try row.string("admin"), reason: try row.string("reason"), request: try row.string("request"),
+                             outcome: try row.string("outcome"), createdAt: try row.string("created_at"))
+        }
+    }
 }

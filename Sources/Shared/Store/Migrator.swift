@@ -1,3 +1,4 @@
+import Postgres
 import Runtime
 
 /// One schema change. Migrations are append-only: once applied, a version's SQL must not

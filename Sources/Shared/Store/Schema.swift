@@ -292,5 +292,14 @@ public enum Schema {
             PRIMARY KEY (subscription_key, topic)
         );
         """),
+        Migration(version: 9, name: "no projection without a reader", sql: """
+        -- Issue 10: every table and column has a reader or goes. `membership` (a subscription's intervals per
+        -- group) was written and never read: GET /v1/subscriptions/{id} computes the groups from the state, and
+        -- its `view` column was never written. `grants.original_transaction_id` and `subscriptions.environment`
+        -- copied what the subscription key and state already say, and nothing read them.
+        DROP TABLE membership;
+        ALTER TABLE grants DROP COLUMN original_transaction_id;
+        ALTER TABLE subscriptions DROP COLUMN environment;
+        """),
     ]
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Store
 import XCTest
 
 /// Contract: `transaction` commits when the body returns and rolls back (rethrowing) when it

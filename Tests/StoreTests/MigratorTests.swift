@@ -1,5 +1,7 @@
 import Foundation
 import Postgres
+import Store
+import Store
 import Synchronization
 import XCTest
 
@@ -82,5 +84,13 @@ final class MigratorTests: PGTestCase {
         let applied = try results.withLock { try $0.map { try $0.get() } }
         XCTAssertEqual(applied.flatMap { $0 }.sorted(), [1, 2, 3], "each version applied exactly once: \(applied)")
         XCTAssertEqual(applied.filter(\.isEmpty).count, 2)
+    }
+
+    func testMigrationChecksumIsStable() {
+        let migration = Migration(version: 1, name: "x", sql: "CREATE TABLE a (id int)")
+        XCTAssertEqual(migration.checksum, Migration(version: 9, name: "y", sql: "CREATE TABLE a (id int)").checksum)
+        XCTAssertNotEqual(migration.checksum, Migration(version: 1, name: "x", sql: "CREATE TABLE a (id bigint)").checksum)
+        XCTAssertTrue(migration.checksum.hasPrefix("fnv1a64:"))
+        XCTAssertEqual(migration.checksum.count, 8 + 16)
     }
 }

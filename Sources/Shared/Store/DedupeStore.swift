@@ -1,0 +1,121 @@
+import Domain
+import Foundation
+import Postgres
+
+/// Dedupe's state (migration 1): known purchases by identity (R1), their transaction id aliases,
+/// and the inputs already seen, read and written in the batch's transaction.
+public struct DedupeStore {
+    let db: PGConnection
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// An input dedupe has seen, per subscription.
+    public struct SeenEvent: Hashable, Sendable {
+        public var subscriptionKey: String
+        public var eventKey: String
+        public init(subscriptionKey: String, eventKey: String) {
+            self.subscriptionKey = subscriptionKey
+            self.eventKey = eventKey
+        }
+    }
+
+    /// A purchase to write back: its subscription and its merged facts (with aliases).
+    public struct PurchaseRow: BulkRow {
+        public var subscriptionKey: String
+        public var purchase: KnownPurchase
+        /// `purchase` as JSON (into jsonb: key order does not matter).
+        var state: [UInt8]
+
+        public init(subscriptionKey: String, purchase: KnownPurchase, encoder: JSONEncoder) throws {
+            self.subscriptionKey = subscriptionKey
+            self.purchase = purchase
+            state = [UInt8](try encoder.encode(purchase))
+        }
+
+        static let columns: [BulkColumn<Self>] = [
+            .text("subscription_key") { $0.subscriptionKey },
+            .text("purchase_id") { $0.purchase.purchaseId },
+            .jsonb("state") { $0.state },
+        ]
+    }
+
+    /// The known purchases of these subscriptions, by subscription, in purchase id order.
+    public func purchases(of keys: [String]) throws -> [String: [KnownPurchase]] {
+        var known: [String: [KnownPurchase]] = [:]
+        let decoder = JSONDecoder()
+        for row in try db.query("""
+            SELECT subscription_key, state::text AS state FROM purchases WHERE subscription_key = ANY(\(keys))
+            ORDER BY subscription_key, purchase_id
+            """) {
+            known[try row.string("subscription_key"), default: []].append(
+                try decoder.decode(KnownPurchase.self, from: Data(try row.string("state").utf8)))
+        }
+        return known
+    }
+
+    /// Which of these inputs of these subscriptions were seen before.
+    public func seen(of keys: [String], eventKeys: [String]) throws -> Set<SeenEvent> {
+        Set(try db.query("""
+            SELECT subscription_key, event_key FROM seen_events WHERE subscription_key = ANY(\(keys)) AND event_key = ANY(\(eventKeys))
+            """).map { SeenEvent(subscriptionKey: try $0.string("subscription_key"), eventKey: try $0.string("event_key")) })
+    }
+
+    /// Upserts the purchases and adds their aliases (two statements).
+    public func save(_ purchases: [PurchaseRow]) throws {
+        guard !purchases.isEmpty else { return }
+        let rows = BulkRows(purchases)
+        try db.execute("""
+            INSERT INTO purchases (\(fragment: BulkRows<PurchaseRow>.columnList))
+            SELECT \(fragment: BulkRows<PurchaseRow>.fields("t")) FROM \(fragment: rows.recordset("t"))
+            ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
+            """)
+        let aliases = purchases.flatMap { row in row.purchase.aliases.map { (row.subscriptionKey, $0, row.purchase.purchaseId) } }
+        try db.execute("""
+            INSERT INTO transaction_aliases (subscription_key, transaction_id, purchase_id)
+            SELECT * FROM unnest(\(aliases.map(\.0))::text[], \(aliases.map(\.1))::text[], \(aliases.map(\.2))::text[])
+            ON CONFLICT DO NOTHING
+            """)
+    }
+
+    /// Records first sightings and counts Apple's retries of inputs already seen (one statement each).
+    public func record(firstSeen: [SeenEvent], repeated: [SeenEvent: Int]) throws {
+        if !firstSeen.isEmpty {
+            try db.execute("""
+                INSERT INTO seen_events (subscription_key, event_key)
+                SELECT * FROM unnest(\(firstSeen.map(\.subscriptionKey))::text[], \(firstSeen.map(\.eventKey))::text[]) ON CONFLICT DO NOTHING
+                """)
+        }
+        guard !repeated.isEmpty else { return }
+        let entries = repeated.sorted { ($0.key.subscriptionKey, $0.key.eventKey) < ($1.key.subscriptionKey, $1.key.eventKey) }
+        try db.execute("""
+            UPDATE seen_events s SET deliveries = s.deliveries + t.n, last_seen_at = now()
+            FROM unnest(\(entries.map(\.key.subscriptionKey))::text[], \(entries.map(\.key.eventKey))::text[], \(entries.map(\.value))::integer[]) AS t(k, e, n)
+            WHERE s.subscription_key = t.k AND s.event_key = t.e
+            """)
+    }
+
+    /// Forgets everything dedupe knows of these subscriptions (a replay of dedupe rebuilds it).
+    public func forget(_ keys: [String]) throws {
+        try db.execute("DELETE FROM seen_events WHERE subscription_key = ANY(\(keys))")
+        try db.execute("DELETE FROM transaction_aliases WHERE subscription_key = ANY(\(keys))")
+        try db.execute("DELETE FROM purchases WHERE subscription_key = ANY(\(keys))")
+    }
+}
+
+extension DedupeStore {
+    /// An input as dedupe recorded it: how often it arrived (Apple's retries included) and when last.
+    public struct Sighting: Sendable, Equatable {
+        public var eventKey: String
+        public var deliveries: Int
+        public var lastSeenAt: String
+    }
+
+    /// The sightings of these event keys by any subscription (`uuid:<notificationUUID>` for a V2
+    /// notification), summed per key: the doctor's and recovery's check that the pipeline received a
+    /// notification, and how many times Apple delivered it.
+    public func sightings(_ eventKeys: [String]) throws -> [Sighting] {
+        try db.query("""
+            SELECT event_key, sum(deliveries)::bigint AS deliveries, max(last_seen_at)::text AS last_seen_at FROM seen_events
+            WHERE event_key = ANY(\(eventKeys)) GROUP BY event_key ORDER BY event_key
+            """).map { Sighting(eventKey: try $0.string("event_key"), deliveries: try $0.int("deliveries"), lastSeenAt: try $0.string("last_seen_at")) }
+    }
+}

@@ -1,0 +1,144 @@
+import Domain
+import Foundation
+
+/// A `ledger` row: an entry with its reserved id and its cause already encoded (one per command).
+public struct LedgerRow: BulkRow {
+    public var id: Int64
+    public var entry: LedgerEntry
+    public var cause: [UInt8]
+
+    public init(id: Int64, entry: LedgerEntry, cause: [UInt8]) {
+        self.id = id
+        self.entry = entry
+        self.cause = cause
+    }
+
+    static let columns: [BulkColumn<Self>] = [
+        .bigint("entry_id") { $0.id },
+        .text("subscription_key") { $0.entry.subscriptionKey },
+        .text("kind") { $0.entry.kind.rawValue },
+        .text("purchase_id") { $0.entry.purchaseId },
+        .text("product_id") { $0.entry.productId },
+        .text("group_id") { $0.entry.group },
+        .bigint("interval_start_ms") { $0.entry.interval?.startMs },
+        .bigint("interval_end_ms") { $0.entry.interval?.endMs },
+        .integer("amount") { $0.entry.amount },
+        .jsonb("before_intervals") { intervalsJSON($0.entry.before) },
+        .jsonb("after_intervals") { intervalsJSON($0.entry.after) },
+        // The column is `integer`; the state keeps the exact balance (docs/limits.md).
+        .integer("balance_after") { $0.entry.balanceAfter.map { Int(Int32(clamping: $0)) } },
+        .text("cut_kind") { $0.entry.cutKind?.rawValue },
+        .text("reason") { $0.entry.reason },
+        .text("command_id") { $0.entry.commandId },
+        .jsonb("cause") { $0.cause },
+        .text("user_id") { $0.entry.userId },
+        .text("environment") { $0.entry.environment },
+    ]
+}
+
+/// A `membership_outbox` row: the exact bytes the relay publishes, keyed like the topic.
+public struct OutboxRow: BulkRow {
+    public var eventKey: String
+    public var entryId: Int64
+    public var subscriptionKey: String
+    public var eventType: String
+    public var payload: String
+
+    public init(eventKey: String, entryId: Int64, subscriptionKey: String, eventType: String, payload: String) {
+        self.eventKey = eventKey
+        self.entryId = entryId
+        self.subscriptionKey = subscriptionKey
+        self.eventType = eventType
+        self.payload = payload
+    }
+
+    static let columns: [BulkColumn<Self>] = [
+        .text("event_key") { $0.eventKey },
+        .bigint("entry_id") { $0.entryId },
+        .text("subscription_key") { $0.subscriptionKey },
+        .text("event_type") { $0.eventType },
+        .text("payload") { $0.payload },
+    ]
+}
+
+/// A `subscriptions` row: the state as JSON plus the owner readers filter on.
+public struct SubscriptionRow: BulkRow {
+    public var subscriptionKey: String
+    public var userId: String?
+    public var state: [UInt8]
+
+    public init(_ state: SubscriptionState, json: [UInt8]) {
+        subscriptionKey = state.subscriptionKey
+        userId = state.userId
+        self.state = json
+    }
+
+    static let columns: [BulkColumn<Self>] = [
+        .text("subscription_key") { $0.subscriptionKey },
+        .text("user_id") { $0.userId },
+        .jsonb("state") { $0.state },
+    ]
+}
+
+/// A `grants` row (R10 finance facts of one purchase, kept in step with the subscription's owner).
+public struct GrantRow: BulkRow {
+    public var subscriptionKey: String
+    public var purchaseId: String
+    public var userId: String?
+    public var grant: PurchaseGrant
+    /// What was granted of it (the cut-aware interval), if anything.
+    public var granted: Interval?
+
+    public init(subscriptionKey: String, purchaseId: String, userId: String?, grant: PurchaseGrant, granted: Interval?) {
+        self.subscriptionKey = subscriptionKey
+        self.purchaseId = purchaseId
+        self.userId = userId
+        self.grant = grant
+        self.granted = granted
+    }
+
+    static let columns: [BulkColumn<Self>] = [
+        .text("subscription_key") { $0.subscriptionKey },
+        .text("purchase_id") { $0.purchaseId },
+        .text("user_id") { $0.userId },
+        .text("group_id") { $0.grant.group },
+        .text("product_id") { $0.grant.productId },
+        .text("product_kind") { $0.grant.productKind.rawValue },
+        .text("transaction_id") { $0.grant.transactionId },
+        .boolean("is_trial") { $0.grant.finance.isTrial },
+        .boolean("is_intro") { $0.grant.finance.isIntro },
+        .text("promotional_offer_id") { $0.grant.finance.promotionalOfferId },
+        .text("offer_code_ref_name") { $0.grant.finance.offerCodeRefName },
+        .integer("offer_type") { $0.grant.finance.offerType },
+        .text("offer_identifier") { $0.grant.finance.offerIdentifier },
+        .text("offer_discount_type") { $0.grant.finance.offerDiscountType },
+        .bigint("purchase_ms") { $0.grant.startMs },
+        .bigint("expires_ms") { $0.grant.endMs },
+        .bigint("cancellation_ms") { $0.grant.cut?.atMs },
+        .text("cut_kind") { $0.grant.cut?.kind.rawValue },
+        .text("environment") { $0.grant.environment },
+        .bigint("granted_start_ms") { $0.granted?.startMs },
+        .bigint("granted_end_ms") { $0.granted?.endMs },
+    ]
+}
+
+/// A `user_membership` row: one user's membership of one group (GroupMembership JSON in `view`).
+public struct UserMembershipRow: BulkRow {
+    public var userId: String
+    public var membership: GroupMembership
+    public var view: [UInt8]
+
+    public init(userId: String, membership: GroupMembership, view: [UInt8]) {
+        self.userId = userId
+        self.membership = membership
+        self.view = view
+    }
+
+    static let columns: [BulkColumn<Self>] = [
+        .text("user_id") { $0.userId },
+        .text("group_id") { $0.membership.group },
+        .jsonb("intervals") { intervalsJSON($0.membership.intervals) },
+        .bigint("expires_ms") { $0.membership.expiresMs },
+        .jsonb("view") { $0.view },
+    ]
+}

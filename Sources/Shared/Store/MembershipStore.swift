@@ -1,0 +1,100 @@
+import Domain
+import Foundation
+import Postgres
+
+/// Membership's transaction (migrations 1, 2, 6): subscription states, the users' locks, the
+/// append-only ledger (R4), the outbox (issue 17), the finance facts per purchase (`grants`, R10)
+/// and the per-user projection. Every write is one set-based statement per batch.
+public struct MembershipStore {
+    let db: PGConnection
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// The states of these subscriptions, locked for the batch (FOR UPDATE, in key order).
+    public func lockStates(_ keys: [String]) throws -> [SubscriptionState] {
+        try subscriptionStates(try db.query("""
+            SELECT state::text AS state FROM subscriptions WHERE subscription_key = ANY(\(keys)) ORDER BY subscription_key FOR UPDATE
+            """))
+    }
+
+    /// Creates the users' rows if needed and locks them in id order (R6): two batches touching one
+    /// user serialise here.
+    public func lockUsers(_ users: [String]) throws {
+        let list = users.sorted()
+        try db.execute("INSERT INTO users (user_id) SELECT u FROM unnest(\(list)::text[]) AS t(u) ORDER BY u ON CONFLICT DO NOTHING")
+        _ = try db.query("SELECT user_id FROM users WHERE user_id = ANY(\(list)) ORDER BY user_id FOR UPDATE")
+    }
+
+    /// The users' other subscriptions (not among `keys`), unlocked: their users' locks protect them.
+    public func states(ofUsers users: [String], excluding keys: [String]) throws -> [SubscriptionState] {
+        try subscriptionStates(try db.query("""
+            SELECT state::text AS state FROM subscriptions
+            WHERE user_id = ANY(\(users.sorted())) AND NOT (subscription_key = ANY(\(keys))) ORDER BY subscription_key
+            """))
+    }
+
+    /// Takes `count` ledger entry ids before the insert, ascending, so each outbox row can name its
+    /// entry. Taken under the users' locks: one user's ids grow in commit order.
+    public func reserveEntryIds(_ count: Int) throws -> [Int64] {
+        try db.query("""
+            SELECT nextval(pg_get_serial_sequence('ledger', 'entry_id')) AS id FROM generate_series(1, \(count))
+            """).map { try $0.int64("id") }.sorted()
+    }
+
+    /// One insert per batch, in entry id order (the order the entries were made).
+    public func appendLedger(_ rows: [LedgerRow]) throws {
+        guard !rows.isEmpty else { return }
+        let set = BulkRows(rows, capacity: rows.count * 600)
+        try db.execute("""
+            INSERT INTO ledger (\(fragment: BulkRows<LedgerRow>.columnList))
+            SELECT \(fragment: BulkRows<LedgerRow>.fields("t")) FROM \(fragment: set.recordset("t"))
+            ORDER BY \(fragment: BulkRows<LedgerRow>.field("entry_id", "t"))
+            """)
+    }
+
+    /// The outbox rows of the batch's membership-changing entries (same transaction as the ledger).
+    public func appendOutbox(_ rows: [OutboxRow]) throws {
+        guard !rows.isEmpty else { return }
+        try db.execute("""
+            INSERT INTO membership_outbox (\(fragment: BulkRows<OutboxRow>.columnList))
+            SELECT \(fragment: BulkRows<OutboxRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
+            """)
+    }
+
+    /// Upserts the subscriptions' states.
+    public func saveStates(_ rows: [SubscriptionRow]) throws {
+        guard !rows.isEmpty else { return }
+        try db.execute("""
+            INSERT INTO subscriptions (\(fragment: BulkRows<SubscriptionRow>.columnList))
+            SELECT \(fragment: BulkRows<SubscriptionRow>.fields("t")) FROM \(fragment: BulkRows(rows, capacity: rows.count * 2_000).recordset("t"))
+            ON CONFLICT (subscription_key) DO UPDATE
+                SET \(fragment: BulkRows<SubscriptionRow>.updateList(excluding: ["subscription_key"])), updated_at = now()
+            """)
+    }
+
+    /// Upserts the finance facts of these purchases; the grant's facts come from the state just
+    /// written by `saveStates` (saves encoding them twice).
+    public func saveGrants(_ rows: [GrantRow]) throws {
+        guard !rows.isEmpty else { return }
+        typealias Rows = BulkRows<GrantRow>
+        try db.execute("""
+            INSERT INTO grants (\(fragment: Rows.columnList), grant_facts)
+            SELECT \(fragment: Rows.fields("t")), s.state->'grants'->\(fragment: Rows.field("purchase_id", "t"))
+            FROM \(fragment: BulkRows(rows).recordset("t"))
+            JOIN subscriptions s ON s.subscription_key = \(fragment: Rows.field("subscription_key", "t"))
+            ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
+                \(fragment: Rows.updateList(excluding: ["subscription_key", "purchase_id"])), grant_facts = EXCLUDED.grant_facts,
+                updated_at = now()
+            """)
+    }
+
+    /// Rewrites the per-user projection of these users: their rows are replaced by `rows`.
+    public func replaceUserMembership(users: [String], with rows: [UserMembershipRow]) throws {
+        guard !users.isEmpty else { return }
+        try db.execute("DELETE FROM user_membership WHERE user_id = ANY(\(users))")
+        guard !rows.isEmpty else { return }
+        try db.execute("""
+            INSERT INTO user_membership (\(fragment: BulkRows<UserMembershipRow>.columnList))
+            SELECT \(fragment: BulkRows<UserMembershipRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
+            """)
+    }
+}

@@ -1,0 +1,101 @@
+import Postgres
+
+/// The relay's side of `membership_outbox` (migration 6): it orders unpublished rows (a `relay_seq`
+/// and a partition each), publishes them in that order and marks them published.
+public struct OutboxStore {
+    let db: PGConnection
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// Arbitrary, fixed: the advisory lock that makes one relay the active one.
+    static let relayLockKey: Int64 = 0x5354_4C45_0017
+
+    /// Takes the relay's session lock if free (true); it lasts as long as this connection.
+    public func tryTakeRelayLock() throws -> Bool {
+        try db.query("SELECT pg_try_advisory_lock(\(Self.relayLockKey)) AS held").first?.bool("held") == true
+    }
+
+    /// An outbox row's key.
+    public struct Key: Sendable, Equatable {
+        public var eventKey: String
+        public var entryId: Int64
+    }
+
+    /// The relay's order for one row: its sequence number and Kafka partition.
+    public struct Assignment: BulkRow {
+        public var eventKey: String
+        public var entryId: Int64
+        public var relaySeq: Int64
+        public var partition: Int32
+
+        public init(eventKey: String, entryId: Int64, relaySeq: Int64, partition: Int32) {
+            self.eventKey = eventKey
+            self.entryId = entryId
+            self.relaySeq = relaySeq
+            self.partition = partition
+        }
+
+        static let columns: [BulkColumn<Self>] = [
+            .text("event_key") { $0.eventKey },
+            .bigint("entry_id") { $0.entryId },
+            .bigint("relay_seq") { $0.relaySeq },
+            .integer("kafka_partition") { Int($0.partition) },
+        ]
+    }
+
+    /// An ordered row ready to publish.
+    public struct Ordered: Sendable {
+        public var eventKey: String
+        public var relaySeq: Int64
+        public var partition: Int32
+        public var eventType: String
+        public var payload: String
+    }
+
+    /// Unordered, unpublished rows in ledger entry order.
+    public func unordered(limit: Int) throws -> [Key] {
+        try db.query("""
+            SELECT event_key, entry_id FROM membership_outbox
+            WHERE published_at IS NULL AND relay_seq IS NULL ORDER BY entry_id LIMIT \(limit)
+            """).map { Key(eventKey: try $0.string("event_key"), entryId: try $0.int64("entry_id")) }
+    }
+
+    /// `count` fresh relay sequence numbers, ascending.
+    public func nextRelaySeqs(_ count: Int) throws -> [Int64] {
+        try db.query("SELECT nextval('membership_relay_seq') AS s FROM generate_series(1, \(count))").map { try $0.int64("s") }.sorted()
+    }
+
+    /// Writes the relay's order (one statement).
+    public func assign(_ assignments: [Assignment]) throws {
+        guard !assignments.isEmpty else { return }
+        typealias Rows = BulkRows<Assignment>
+        try db.execute("""
+            UPDATE membership_outbox o SET relay_seq = \(fragment: Rows.field("relay_seq", "t")), kafka_partition = \(fragment: Rows.field("kafka_partition", "t"))
+            FROM \(fragment: BulkRows(assignments, capacity: assignments.count * 64).recordset("t"))
+            WHERE o.event_key = \(fragment: Rows.field("event_key", "t")) AND o.entry_id = \(fragment: Rows.field("entry_id", "t"))
+            """)
+    }
+
+    /// Ordered, unpublished rows in `relay_seq` order.
+    public func ordered(limit: Int) throws -> [Ordered] {
+        try db.query("""
+            SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
+            WHERE published_at IS NULL AND relay_seq IS NOT NULL ORDER BY relay_seq LIMIT \(limit)
+            """).map { row in
+            Ordered(eventKey: try row.string("event_key"), relaySeq: try row.int64("relay_seq"), partition: try row.int32("kafka_partition"),
+                    eventType: try row.string("event_type"), payload: try row.string("payload"))
+        }
+    }
+
+    /// Marks these rows published (the broker acknowledged every one).
+    public func markPublished(_ seqs: [Int64]) throws {
+        try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+    }
+
+    /// Recovery: marks published every ordered row of the partition up to the sequence its last record carries.
+    public func markPublished(partition: Int32, upTo seq: Int64) throws -> Int {
+        try db.execute("""
+            UPDATE membership_outbox SET published_at = now()
+            WHERE published_at IS NULL AND kafka_partition = \(Int(partition)) AND relay_seq <= \(seq)
+            """)
+    }
+}

@@ -1,0 +1,232 @@
+import Domain
+import Foundation
+import Postgres
+import Store
+import XCTest
+
+/// Contract: Store's typed functions against a real PostgreSQL with StoreLedger's schema. What one
+/// repository writes, the readers read back field for field (every column of a bulk row distinct, so
+/// a value written to another column shows); locks, sequences and generations behave as the stages
+/// rely on.
+final class StoreRepositoryTests: PGTestCase {
+    private let cause = Cause(source: .notificationV2, eventId: "event-1", notificationType: "DID_RENEW", transactionId: "t-1")
+
+    private func entry(_ kind: LedgerEntry.Kind, key: String = "s-1", user: String? = "u-1", amount: Int? = nil,
+                       command: String = "c-1") -> LedgerEntry {
+        LedgerEntry(kind: kind, subscriptionKey: key, userId: user, purchaseId: "p-1", productId: "vip.1m", group: "vip",
+                    interval: Interval(startMs: 1_000, endMs: 2_000), amount: amount, before: [],
+                    after: [Interval(startMs: 1_000, endMs: 2_000)], balanceAfter: amount.map { $0 * 2 }, cutKind: kind == .cut ? .refund : nil,
+                    reason: "\(kind) for the test", commandId: command, cause: cause, environment: "Sandbox")
+    }
+
+    private func grant(_ purchaseId: String = "p-1") -> PurchaseGrant {
+        PurchaseGrant(purchaseId: purchaseId, transactionId: "t-1", originalTransactionId: "o-1", productId: "vip.1m",
+                      productKind: .autoRenewable, group: "vip", startMs: 1_000, endMs: 2_000,
+                      cut: Cut(atMs: 1_500, kind: .refund), finance: FinanceFlags(isTrial: true, promotionalOfferId: "promo"),
+                      environment: "Sandbox")
+    }
+
+    func testLedgerRowsReadBackFieldForField() throws {
+        let db = try migratedDatabase()
+        let store = MembershipStore(db)
+        try db.transaction { db in
+            let ids = try store.reserveEntryIds(2)
+            XCTAssertEqual(ids, ids.sorted())
+            try store.appendLedger([LedgerRow(id: ids[0], entry: entry(.grant), cause: [UInt8](try JSONEncoder().encode(cause))),
+                                    LedgerRow(id: ids[1], entry: entry(.credit, amount: 7), cause: [UInt8](try JSONEncoder().encode(cause)))])
+        }
+        let lines = try MembershipQueries(db).ledger(subscription: "s-1")
+        XCTAssertEqual(lines.map(\.kind), ["grant", "credit"])
+        let credit = try XCTUnwrap(lines.last)
+        XCTAssertEqual(credit.subscriptionKey, "s-1")
+        XCTAssertEqual(credit.userId, "u-1")
+        XCTAssertEqual(credit.purchaseId, "p-1")
+        XCTAssertEqual(credit.productId, "vip.1m")
+        XCTAssertEqual(credit.group, "vip")
+        XCTAssertEqual(credit.interval, Interval(startMs: 1_000, endMs: 2_000))
+        XCTAssertEqual(credit.amount, 7)
+        XCTAssertEqual(credit.balanceAfter, 14)
+        XCTAssertEqual(credit.before, [])
+        XCTAssertEqual(credit.after, [Interval(startMs: 1_000, endMs: 2_000)])
+        XCTAssertEqual(credit.reason, "credit for the test")
+        XCTAssertEqual(credit.commandId, "c-1")
+        XCTAssertEqual(credit.cause, cause)
+        XCTAssertEqual(credit.environment, "Sandbox")
+        XCTAssertEqual(try MembershipQueries(db).ledger(ofUser: "u-1", order: .newestFirst, limit: 1).map(\.kind), ["credit"])
+        XCTAssertEqual(try MembershipQueries(db).ledger(ofUser: "u-1", order: .oldestFirst, limit: 1).map(\.kind), ["grant"])
+        XCTAssertEqual(try InspectionQueries(db).ledgerCount(), 2)
+        XCTAssertGreaterThanOrEqual(try InspectionQueries(db).ledgerSequence(), 2)
+        XCTAssertEqual(try InspectionQueries(db).ledgerKinds().map(\.kind).sorted(), ["credit", "grant"])
+        XCTAssertEqual(try InspectionQueries(db).busiestUser(among: ["u-1", "u-2"]), "u-1")
+        XCTAssertEqual(Set(try InspectionQueries(db).firstEntryTimes(of: ["s-1"], after: 0).keys), ["s-1"])
+        XCTAssertEqual(try InspectionQueries(db).firstEntryTimes(of: ["s-1"], after: Int64(Int32.max)), [:])
+    }
+
+    func testStatesGrantsAndUserMembershipReadBack() throws {
+        let db = try migratedDatabase()
+        let store = MembershipStore(db)
+        var state = SubscriptionState(subscriptionKey: "s-1", userId: "u-1")
+        state.grants["p-1"] = grant()
+        state.granted["p-1"] = Interval(startMs: 1_000, endMs: 1_500)
+        let membership = GroupMembership(group: "vip", intervals: [Interval(startMs: 1_000, endMs: 1_500)], currentProduct: "vip.1m",
+                                         subscriptionKeys: ["s-1"])
+        try db.transaction { db in
+            try store.lockUsers(["u-1"])
+            try store.saveStates([SubscriptionRow(state, json: [UInt8](try JSONEncoder().encode(state)))])
+            try store.saveGrants([GrantRow(subscriptionKey: "s-1", purchaseId: "p-1", userId: "u-1", grant: grant(), granted: state.granted["p-1"])])
+            try store.replaceUserMembership(users: ["u-1"], with: [UserMembershipRow(userId: "u-1", membership: membership,
+                                                                                      view: [UInt8](try JSONEncoder().encode(membership)))])
+        }
+        let queries = MembershipQueries(db)
+        XCTAssertEqual(try queries.subscription("s-1"), state)
+        XCTAssertNil(try queries.subscription("s-2"))
+        XCTAssertEqual(try queries.subscriptions(ofUser: "u-1"), [state])
+        XCTAssertEqual(try queries.subscriptionKeys(ofUser: "u-1"), ["s-1"])
+        XCTAssertEqual(try queries.groupMemberships(ofUser: "u-1"), [membership])
+        XCTAssertEqual(try db.transaction { try MembershipStore($0).lockStates(["s-1"]) }, [state])
+        XCTAssertEqual(try store.states(ofUsers: ["u-1"], excluding: ["s-9"]), [state])
+        XCTAssertEqual(try store.states(ofUsers: ["u-1"], excluding: ["s-1"]), [])
+
+        // Every grant column where the finance view reads it (the facts from the state just written).
+        let finance = try XCTUnwrap(try FinanceReads(db).transactions(fromMs: 0, toMs: 10_000).first)
+        XCTAssertEqual(finance.subscriptionKey, "s-1")
+        XCTAssertEqual(finance.purchaseId, "p-1")
+        XCTAssertEqual(finance.productId, "vip.1m")
+        XCTAssertEqual(finance.productKind, "auto-renewable")
+        XCTAssertEqual(finance.group, "vip")
+        XCTAssertEqual(finance.environment, "Sandbox")
+        XCTAssertEqual(finance.purchaseMs, 1_000)
+        XCTAssertEqual(finance.expiresMs, 2_000)
+        XCTAssertEqual(finance.cancellationMs, 1_500)
+        XCTAssertEqual(finance.cutKind, "refund")
+        XCTAssertTrue(finance.isTrial)
+        XCTAssertFalse(finance.isIntro)
+        XCTAssertEqual(finance.promotionalOfferId, "promo")
+        XCTAssertEqual(finance.grantedStartMs, 1_000)
+        XCTAssertEqual(finance.grantedEndMs, 1_500)
+
+        // The projection is replaced, not merged: a user with no groups left has no rows.
+        try store.replaceUserMembership(users: ["u-1"], with: [])
+        XCTAssertEqual(try queries.groupMemberships(ofUser: "u-1"), [])
+    }
+
+    func testDedupeMemoryAndWhoKnowsATransaction() throws {
+        let db = try migratedDatabase()
+        let facts = TransactionFacts(transactionId: "t-1", originalTransactionId: "o-1", productId: "vip.1m", purchaseDateMs: 1_000)
+        let purchase = KnownPurchase(purchaseId: "p-1", facts: facts, aliases: ["t-1", "t-1b"])
+        let dedupe = DedupeStore(db)
+        try dedupe.save([try DedupeStore.PurchaseRow(subscriptionKey: "s-1", purchase: purchase, encoder: JSONEncoder())])
+        try dedupe.record(firstSeen: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")],
+                          repeated: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc"): 2])
+        XCTAssertEqual(try dedupe.purchases(of: ["s-1", "s-2"]), ["s-1": [purchase]])
+        XCTAssertEqual(try dedupe.seen(of: ["s-1"], eventKeys: ["uuid:abc", "uuid:def"]),
+                       [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")])
+        let sightings = try dedupe.sightings(["uuid:abc", "uuid:zzz"])
+        XCTAssertEqual(sightings.map(\.eventKey), ["uuid:abc"])
+        XCTAssertEqual(sightings.first?.deliveries, 3, "Apple's retries are counted")
+
+        var state = SubscriptionState(subscriptionKey: "s-1", userId: "u-1")
+        state.grants["p-1"] = grant()
+        try MembershipStore(db).saveStates([SubscriptionRow(state, json: [UInt8](try JSONEncoder().encode(state)))])
+        XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-1b"), ["u-1"], "any alias names the purchase (R1)")
+        XCTAssertEqual(try SupportQueries(db).subscriptions(transaction: "t-1b"),
+                       [SupportQueries.LinkedSubscription(subscriptionKey: "s-1", userId: "u-1")])
+        XCTAssertEqual(try SupportQueries(db).subscriptions(keys: ["s-1", "s-9"]).map(\.subscriptionKey), ["s-1"])
+        XCTAssertTrue(try SupportQueries(db).isKnownUser("u-1"))
+        XCTAssertFalse(try SupportQueries(db).isKnownUser("u-2"))
+
+        try dedupe.forget(["s-1"])
+        XCTAssertEqual(try dedupe.purchases(of: ["s-1"]), [:])
+        XCTAssertEqual(try dedupe.sightings(["uuid:abc"]), [])
+        XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-1b"), [])
+    }
+
+    func testTheRelayOrdersPublishesAndRecovers() throws {
+        let url = try migratedDatabaseURL()
+        let db = try PGConnection(url: url)
+        try MembershipStore(db).appendOutbox([
+            OutboxRow(eventKey: "u-1", entryId: 11, subscriptionKey: "s-1", eventType: "membership.granted", payload: "{\"a\":1}"),
+            OutboxRow(eventKey: "u-2", entryId: 10, subscriptionKey: "s-2", eventType: "membership.revoked", payload: "{\"b\":2}"),
+        ])
+        let outbox = OutboxStore(db)
+        XCTAssertTrue(try outbox.tryTakeRelayLock())
+        XCTAssertFalse(try OutboxStore(try PGConnection(url: url)).tryTakeRelayLock(), "one relay at a time")
+        let unordered = try outbox.unordered(limit: 10)
+        XCTAssertEqual(unordered.map(\.entryId), [10, 11], "ledger entry order")
+        let seqs = try outbox.nextRelaySeqs(2)
+        try outbox.assign(zip(unordered, seqs).map { OutboxStore.Assignment(eventKey: $0.eventKey, entryId: $0.entryId, relaySeq: $1, partition: 3) })
+        XCTAssertEqual(try outbox.unordered(limit: 10).count, 0)
+        let ordered = try outbox.ordered(limit: 10)
+        XCTAssertEqual(ordered.map(\.relaySeq), seqs)
+        XCTAssertEqual(ordered.map(\.eventKey), ["u-2", "u-1"])
+        XCTAssertEqual(ordered.map(\.eventType), ["membership.revoked", "membership.granted"])
+        XCTAssertEqual(ordered.map(\.payload), ["{\"b\":2}", "{\"a\":1}"])
+        XCTAssertEqual(ordered.map(\.partition), [3, 3])
+        try outbox.markPublished([seqs[0]])
+        XCTAssertEqual(try outbox.ordered(limit: 10).map(\.relaySeq), [seqs[1]])
+        XCTAssertEqual(try outbox.markPublished(partition: 4, upTo: seqs[1]), 0, "another partition")
+        XCTAssertEqual(try outbox.markPublished(partition: 3, upTo: seqs[1]), 1)
+        XCTAssertEqual(try outbox.ordered(limit: 10).count, 0)
+    }
+
+    func testFenceClaimsBumpTheGeneration() throws {
+        let db = try migratedDatabase()
+        let fences = FenceStore(db)
+        let partitions = [(topic: "t", partition: Int32(0)), (topic: "t", partition: Int32(1))]
+        XCTAssertEqual(try fences.claim(group: "g", owner: "a", partitions: partitions).map(\.generation), [1, 1])
+        XCTAssertEqual(try fences.claim(group: "g", owner: "b", partitions: [partitions[1]]).map(\.generation), [2])
+        XCTAssertEqual(try fences.claim(group: "other", owner: "b", partitions: [partitions[1]]).map(\.generation), [1])
+        let current = try db.transaction { try FenceStore($0).currentGenerations(group: "g", partitions: partitions) }
+        XCTAssertEqual(current.map(\.partition), [0, 1])
+        XCTAssertEqual(current.map(\.generation), [1, 2])
+    }
+
+    func testReplayHorizonsAreRecordedAndMoved() throws {
+        let db = try migratedDatabase()
+        let replay = ReplayStore(db)
+        let first = ReplayStore.Horizon(subscriptionKey: "s-1", topic: "unique", partitionHighs: [5, 0, 9])
+        try replay.save([first, ReplayStore.Horizon(subscriptionKey: "s-2", topic: "unique", partitionHighs: [1])], stage: "dedupe", codeVersion: "v1")
+        XCTAssertEqual(try replay.horizons(of: ["s-1"], topics: ["unique", "commands"]), [first])
+        let moved = ReplayStore.Horizon(subscriptionKey: "s-1", topic: "unique", partitionHighs: [6, 1, 9])
+        try replay.save([moved], stage: "classify", codeVersion: "v2")
+        XCTAssertEqual(try replay.horizons(of: ["s-1"], topics: ["unique"]), [moved])
+        XCTAssertEqual(try replay.horizons(of: ["s-1"], topics: ["commands"]), [])
+        XCTAssertEqual(try db.query("SELECT stage, code_version FROM replay_horizons WHERE subscription_key = 's-1'").first?.string("code_version"), "v2")
+    }
+
+    func testMigrationNineDroppedTheUnreadProjection() throws {
+        let db = try migratedDatabase()
+        let tables = try db.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").map { try $0.string("tablename") }
+        XCTAssertFalse(tables.contains("membership"))
+        XCTAssertTrue(tables.contains("user_membership"))
+        let columns = try db.query("""
+            SELECT table_name || '.' || column_name AS c FROM information_schema.columns WHERE table_schema = 'public'
+            """).map { try $0.string("c") }
+        XCTAssertFalse(columns.contains("grants.original_transaction_id"))
+        XCTAssertFalse(columns.contains("subscriptions.environment"))
+        XCTAssertEqual(try Store.migrate(db), [], "migrating again applies nothing")
+    }
+
+    func testWaitingStatementsAndDeadlocksAreReadable() throws {
+        let db = try migratedDatabase()
+        XCTAssertEqual(try InspectionQueries(db).statementsWaitingForLocks(), [])
+        XCTAssertGreaterThanOrEqual(try InspectionQueries(db).deadlocks(), 0)
+        XCTAssertNotNil(try InspectionQueries(db).backendProcessId())
+    }
+
+    func testSupportActionsReadBackNewestFirst() throws {
+        let db = try migratedDatabase()
+        try ServerAPIStore.recordSupportAction(target: "s-1", kind: "extend", admin: "ann", reason: "outage", request: #"{"days":3}"#,
+                                               outcome: #"{"ok":true}"#, db: db)
+        try ServerAPIStore.recordSupportAction(target: "product:vip@Sandbox", kind: "mass-extend", admin: "bob", reason: "apology",
+                                               request: #"{"days":1}"#, outcome: #"{"ok":false}"#, db: db)
+        let all = try ServerAPIStore.supportActions(target: nil, limit: 10, db: db)
+        XCTAssertEqual(all.map(\.admin), ["bob", "ann"])
+        let one = try XCTUnwrap(try ServerAPIStore.supportActions(target: "s-1", limit: 10, db: db).first)
+        XCTAssertEqual(one.kind, "extend")
+        XCTAssertEqual(one.reason, "outage")
+        XCTAssertEqual(one.request, #"{"days": 3}"#, "jsonb's text form")
+        XCTAssertEqual(one.outcome, #"{"ok": true}"#)
+        XCTAssertEqual(try ServerAPIStore.supportActions(target: nil, limit: 1, db: db).count, 1)
+    }
+}
