@@ -18,8 +18,6 @@ extension MembershipWriter {
     /// exists if and only if its ledger entry does.
     func appendOutbox(_ described: [DescribedEntry], entryIds: [Int64], nowMs: Int64 = currentTimeMs()) throws {
         var rows = JSONRows()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         for (index, item) in described.enumerated() {
             guard let event = MembershipEvent(item, entryId: entryIds[index], recordedAtMs: nowMs) else { continue }
             rows.beginRow()
@@ -27,7 +25,7 @@ extension MembershipWriter {
             rows.int("e", event.ledgerEntryId)
             rows.string("s", event.subscriptionKey)
             rows.string("t", event.type.rawValue)
-            rows.string("p", String(decoding: try encoder.encode(event), as: UTF8.self))
+            rows.string("p", String(decoding: event.json, as: UTF8.self))
             rows.endRow()
         }
         guard rows.count > 0 else { return }
