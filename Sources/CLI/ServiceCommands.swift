@@ -161,11 +161,16 @@ struct MigrateCommand: CLICommand {
 
 struct TopicsCommand: CLICommand {
     let name = "topics"
-    let summary = "Create the pipeline's topics on a real Kafka cluster (existing topics are left as they are)."
-    let usage = "[--bootstrap B] [--partitions N] [--replication N]"
-    let optionNames: Set<String> = ["bootstrap", "partitions", "replication"]
+    let summary = "Create the pipeline's topics on a real Kafka cluster (existing topics are left as they are); show prints a stage topic's records as JSON."
+    let usage = "[--bootstrap B] [--partitions N] [--replication N] | \(TopicShow.usage)"
+    let optionNames: Set<String> = ["bootstrap", "partitions", "replication", "partition", "offset", "count"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
+        if arguments.positionals.first == "show" {
+            guard arguments.positionals.count == 2 else { throw UsageError("show takes exactly one topic") }
+            return try TopicShow.run(arguments, topic: arguments.positionals[1])
+        }
+        guard arguments.positionals.isEmpty else { throw UsageError("unknown action \(arguments.positionals[0]): show, or none to create") }
         let admin = try KafkaAdmin(config: try Environment.kafka(arguments, clientId: "storeledger-topics"))
         try admin.createTopics(Topic.all, partitions: Int32(try arguments.int("partitions", default: 12)),
                                replicationFactor: Int16(try arguments.int("replication", default: 1)), timeout: .seconds(30))

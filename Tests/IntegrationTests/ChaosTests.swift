@@ -220,7 +220,7 @@ struct Accounting {
         }
         var decoded = Set<RecordPosition>()
         for record in all where record.topic == Topic.decoded {
-            guard let json = try JSONSerialization.jsonObject(with: Data(record.value)) as? [String: Any],
+            guard let json = try JSONSerialization.jsonObject(with: Data(TopicRecords.json(record.value) ?? [])) as? [String: Any],
                   let position = json["rawPosition"] as? [String: Any],
                   let topic = position["topic"] as? String, let partition = position["partition"] as? Int,
                   let offset = position["offset"] as? Int else { continue }

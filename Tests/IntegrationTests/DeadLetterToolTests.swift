@@ -7,7 +7,8 @@ import XCTest
 /// Contract: `storeledger dlq` on the real broker. `list` shows dead letters with provenance,
 /// filtered by stage and kind; `show` prints one with its original bytes as text; `redrive` sends
 /// the original to its source topic, where the pipeline processes it; re-driving the same dead
-/// letter twice grants once (the second copy is a duplicate event for dedupe).
+/// letter twice grants once (the second copy is a duplicate event for dedupe). `topics show` prints
+/// the stages' binary records as JSON.
 final class DeadLetterToolTests: XCTestCase {
     func testListShowAndRedriveTwiceGrantsOnce() throws {
         let cluster = try Cluster()
@@ -56,13 +57,22 @@ final class DeadLetterToolTests: XCTestCase {
             try HTTP.get("\(cluster.adminURLs["dedupe"]!)/metrics").text.contains(#"storeledger_dedupe_total{outcome="duplicate_event"}"#)
         }
         XCTAssertEqual((try HTTP.get("\(cluster.ingestURL)/v1/subscriptions/\(key)").json?["ledger"] as? [Any])?.count, 1)
+
+        // `topics show` prints the stages' binary records as JSON: the grant's command is there.
+        let commands = try dlq(cluster, ["show", Topic.commands, "--count", "50"], command: "topics").split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let grant = try XCTUnwrap(commands.first { (($0["value"] as? [String: Any])?["subscriptionKey"] as? String)?.hasPrefix(key) ?? false },
+                                  "\(commands)")
+        XCTAssertEqual(grant["encoding"] as? String, "binary-v1")
+        XCTAssertNotNil(((grant["value"] as? [String: Any])?["action"] as? [String: Any])?["purchase"], "\(grant)")
+        XCTAssertThrowsError(try dlq(cluster, ["show", Topic.notificationsRaw], command: "topics"), "raw inputs can hold secrets")
     }
 
-    /// Runs `storeledger dlq ...` against the cluster and returns its standard output.
-    private func dlq(_ cluster: Cluster, _ arguments: [String]) throws -> String {
+    /// Runs `storeledger dlq ...` (or another command) against the cluster and returns its standard output.
+    private func dlq(_ cluster: Cluster, _ arguments: [String], command: String = "dlq") throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Cluster.binary())
-        process.arguments = ["dlq"] + arguments
+        process.arguments = [command] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment["KAFKA_BOOTSTRAP_SERVERS"] = cluster.bootstrap
         environment["STORELEDGER_KAFKA_SESSION_TIMEOUT_MS"] = "3000"

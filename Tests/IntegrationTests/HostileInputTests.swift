@@ -231,6 +231,8 @@ final class HostileInputTests: XCTestCase {
         bigUser.eventId += "u"
         bigUser.transactions[0].purchaseDateMs = t0
         bigUser.appUserId = String(repeating: "u", count: 4096)
+        var binaryEvent = event
+        binaryEvent.eventId += "b"
         var fine = bigUser
         fine.appUserId = nil
         let unique = UniqueEvent(event: fine, purchases: [PurchaseChange(purchaseId: "\(key)|p", kind: .new, transaction: fine.transactions[0],
@@ -255,6 +257,15 @@ final class HostileInputTests: XCTestCase {
                     verdict: .deadLetteredBy(stage: "membership", kind: "identifier_too_long")),
             Hostile(name: "command crediting Int.max units", route: .topic(Topic.commands), body: try encoder.encode(credit),
                     verdict: .deadLetteredBy(stage: "membership", kind: "number_out_of_range")),
+            // The binary encoding the stages write (TopicRecords): checked the same way, and corrupt
+            // records are dead letters with their bytes.
+            Hostile(name: "binary decoded event with purchaseDateMs Int64.min", route: .topic(Topic.decoded),
+                    body: Data(TopicRecords.encode(binaryEvent)), verdict: .deadLetteredBy(stage: "dedupe", kind: "date_out_of_range")),
+            Hostile(name: "binary unique event cut short", route: .topic(Topic.unique), body: Data(TopicRecords.encode(unique).dropLast(3)),
+                    verdict: .deadLetteredBy(stage: "classify", kind: "invalid_event")),
+            Hostile(name: "binary command of an unknown version", route: .topic(Topic.commands),
+                    body: Data([TopicRecords.marker, TopicRecords.version + 1] + TopicRecords.encode(link).dropFirst(2)),
+                    verdict: .deadLetteredBy(stage: "membership", kind: "invalid_command")),
         ]
     }
 

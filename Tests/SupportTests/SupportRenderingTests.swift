@@ -111,6 +111,18 @@ final class SupportRenderingTests: XCTestCase {
         XCTAssertNil(view.timestamp)
     }
 
+    /// The stages' binary records (`TopicRecords`) are shown as the JSON they encode.
+    func testBinaryPipelineRecordIsShownAsJSON() {
+        let command = MembershipCommand(commandId: "c-88#link", subscriptionKey: "s-88",
+                                        action: .linkUser(UserLink(userId: "user-88", via: UserLink.receiptUpload)), reason: "seen",
+                                        cause: Cause(source: .appReceipt, eventId: "c-88"))
+        let record = KafkaRecord(topic: Topic.commands, partition: 0, offset: 3, key: nil, value: TopicRecords.encode(command),
+                                 headers: [], timestamp: -1)
+        let view = RawRecordView(record)
+        XCTAssertTrue(view.text.contains(#""userId" : "user-88""#), view.text)
+        XCTAssertTrue(view.note.hasPrefix("JSON"), view.note)
+    }
+
     func testBytesThatAreNotJSONAreShownAsEscapedText() {
         let record = KafkaRecord(topic: Topic.receiptsRaw, partition: 0, offset: 2, key: nil, value: Array("</pre><b>x".utf8),
                                  headers: [], timestamp: F.t0)

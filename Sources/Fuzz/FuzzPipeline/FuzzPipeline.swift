@@ -9,10 +9,10 @@ import FuzzDriver
 /// One input is up to eight records separated by a line `--8<--`; each is fed, in order, as
 ///  - a raw notification and a raw receipt upload: decode (`AppleInputDecoder`), then the decode
 ///    stage's bounds check (`EventBounds.check`);
-///  - a record on the decoded topic (AppleEvent JSON) and on the commands topic (MembershipCommand
-///    JSON), as if it got there some other way;
+///  - a record on the decoded topic (AppleEvent) and on the commands topic (MembershipCommand), binary
+///    or legacy JSON as `TopicRecords` reads them, as if it got there some other way;
 /// then dedupe → classify → membership apply, with each stage's entry check, as the stages chain them
-/// (each output goes through its JSON encoding, as it does on the topics), and every command is applied
+/// (each output goes through its binary topic encoding, as it does on the topics), and every command is applied
 /// twice: the redelivery must change nothing; at the end the whole command history is delivered again
 /// (a stage killed before its offset commit republishes a prefix behind newer records) and must change
 /// nothing either. The same events also run
@@ -28,12 +28,12 @@ func fuzzOne(_ bytes: [UInt8]) -> (checked: Int, unchecked: Int) {
             let input = RawInput(source: source, body: record, receivedAtMs: FuzzSetup.receivedAtMs, position: nil)
             if case .success(let decoded) = FuzzSetup.decoder.decode(input) { events += decoded }
         }
-        if let event = try? JSONDecoder().decode(AppleEvent.self, from: Data(record)) { events.append(event) }
+        if let event = try? TopicRecords.decodeAppleEvent(record) { events.append(event) }
         for event in events {
             checked.decoded(event)
             unchecked.decoded(event)
         }
-        if let command = try? JSONDecoder().decode(MembershipCommand.self, from: Data(record)) {
+        if let command = try? TopicRecords.decodeCommand(record) {
             checked.injected(command)
             unchecked.injected(command)
         }
@@ -78,14 +78,16 @@ struct PurePipeline {
 
     /// A decoded event: decode's bounds check, then dedupe (its own entry check), classify, membership.
     mutating func decoded(_ event: AppleEvent) {
-        guard let event = roundTrip(event), passes(EventBounds.check(event)) else { return }
+        guard let event = try? TopicRecords.decodeAppleEvent(TopicRecords.encode(event)), passes(EventBounds.check(event)) else { return }
         guard seen.insert("\(event.subscriptionKey)|\(seenKey(of: event))").inserted else { return }
         let outcome = dedupe(event: event, known: known[event.subscriptionKey] ?? [])
         known[event.subscriptionKey] = outcome.updated
         guard !outcome.changes.isEmpty || event.notification != nil || event.renewalInfo != nil || event.appUserId != nil else { return }
         let position = RecordPosition(topic: Topic.decoded, partition: 0, offset: nextOffset)
         nextOffset += 1
-        guard let unique = roundTrip(UniqueEvent(event: event, purchases: outcome.changes, decodedPosition: position)),
+        let decodedRecord = TopicRecords.encode(event)
+        let uniqueRecord = TopicRecords.encodeUnique(event: event, decodedRecord: decodedRecord, purchases: outcome.changes, position: position)
+        guard let unique = try? TopicRecords.decodeUniqueEvent(uniqueRecord),
               passes(EventBounds.check(unique)) else { return }
         for command in classify(unique, catalog: FuzzSetup.catalog) {
             self.command(command)
@@ -130,10 +132,11 @@ struct PurePipeline {
 
     private func passes(_ failure: PermanentFailure?) -> Bool { !enforceBounds || failure == nil }
 
-    /// Through the topic's JSON, as the next stage reads it.
-    private func roundTrip<T: Codable>(_ value: T) -> T? {
-        guard let data = try? FuzzSetup.encoder.encode(value) else { return nil }
-        return try? JSONDecoder().decode(T.self, from: data)
+    /// Through the topic's encoding, as the next stage reads it; it must give back what went in.
+    private func roundTrip(_ command: MembershipCommand) -> MembershipCommand? {
+        let decoded = try? TopicRecords.decodeCommand(TopicRecords.encode(command))
+        precondition(decoded == command, "command \(command.commandId) changed through its topic encoding")
+        return decoded
     }
 }
 
@@ -167,7 +170,8 @@ enum FuzzSetup {
         groups: [SubscriptionGroup(id: "pro"), SubscriptionGroup(id: "premium"), SubscriptionGroup(id: "vip")])
 }
 
-/// Seeds the fixtures cannot give: a decoded event and a command as the topics carry them.
+/// Seeds the fixtures cannot give: decoded events and commands as the topics carry them (the legacy
+/// JSON records, and the same inputs in the binary encoding).
 enum Seeds {
     static func write(to directory: String) throws {
         let t: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
@@ -191,9 +195,17 @@ enum Seeds {
             [event("e3", "DID_RENEW", [coins])].map { try? FuzzSetup.encoder.encode($0) },
             [try? FuzzSetup.encoder.encode(link), try? FuzzSetup.encoder.encode(event("e4", "INITIAL_BUY", [buy]))],
         ]
+        let binary = [
+            [TopicRecords.encode(event("e1", "INITIAL_BUY", [buy], user: "user-1")), TopicRecords.encode(event("e2", "REFUND", [refund]))],
+            [TopicRecords.encode(link), TopicRecords.encode(event("e4", "INITIAL_BUY", [buy]))],
+        ]
+        let separator = Array("\n--8<--\n".utf8)
         for (index, parts) in records.enumerated() {
-            let joined = parts.compactMap { $0 }.map { [UInt8]($0) }.joined(separator: Array("\n--8<--\n".utf8))
+            let joined = parts.compactMap { $0 }.map { [UInt8]($0) }.joined(separator: separator)
             try Data(Array(joined)).write(to: URL(fileURLWithPath: "\(directory)/pipeline-seed-\(index).json"))
+        }
+        for (index, parts) in binary.enumerated() {
+            try Data(Array(parts.joined(separator: separator))).write(to: URL(fileURLWithPath: "\(directory)/pipeline-seed-binary-\(index).bin"))
         }
     }
 }

@@ -36,7 +36,9 @@ struct RawRecordView: Sendable, Equatable {
         timestamp = record.timestamp >= 0 ? record.timestamp : nil
         byteCount = record.value.count
         headers = record.headers.map { Header(name: $0.name, value: Self.headerValue($0)) }
-        if EventBounds.jsonDepth(record.value) == nil, let json = try? JSONSerialization.jsonObject(with: Data(record.value), options: [.fragmentsAllowed]),
+        // Binary pipeline records (`TopicRecords`) are shown as the JSON they encode.
+        let value = TopicRecords.json(record.value) ?? record.value
+        if EventBounds.jsonDepth(value) == nil, let json = try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed]),
            let pretty = try? JSONSerialization.data(withJSONObject: Self.readable(json, key: nil),
                                                     options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
             text = String(decoding: pretty, as: UTF8.self)

@@ -142,7 +142,6 @@ public enum PipelineBench {
     static func prefill(kafka: KafkaConfig, run: String, subscriptions: Int) throws -> Int {
         let producer = try KafkaProducer(config: kafka)
         defer { producer.close() }
-        let encoder = JSONEncoder.pipeline
         let failed = Mutex<KafkaError?>(nil)
         var bytes = 0
         let t0: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
@@ -176,7 +175,7 @@ public enum PipelineBench {
                     notification: NotificationMeta(type: type, subtype: step == 0 ? "INITIAL_BUY" : nil, uuid: uuid,
                                                    signedDateMs: start + (step == perSubscription - 1 ? month / 2 : 0)),
                     transactions: [transaction], receivedAtMs: currentTimeMs())
-                let value = [UInt8](try encoder.encode(event))
+                let value = TopicRecords.encode(event)
                 bytes += value.count
                 producer.send(topic: Topic.decoded, key: Array(otid.utf8), value: value) { result in
                     if case .failure(let error) = result { failed.withLock { $0 = $0 ?? error } }

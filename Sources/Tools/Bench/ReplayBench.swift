@@ -32,13 +32,12 @@ public enum ReplayBench {
 
         // Fill: the commands topic, and membership's state from the same commands.
         let producer = try KafkaProducer(config: kafka)
-        let encoder = JSONEncoder()
         var batch: [MembershipCommand] = []
         let writer = MembershipWriter(db)
         let fillStarted = ContinuousClock.now
         for index in 0..<subscriptions {
             for command in commands(subscription: index) {
-                let bytes = [UInt8](try encoder.encode(command))
+                let bytes = TopicRecords.encode(command)
                 producer.send(topic: Topic.commands, key: Array(command.subscriptionKey.utf8), value: bytes) { _ in }
                 batch.append(command)
             }

@@ -20,12 +20,10 @@ public struct ClassifyStage: StageLogic {
 
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         var result = StageBatchResult()
-        let decoder = JSONDecoder()
-        let encoder = JSONEncoder()   // readers decode by key: sorting keys would only cost time
         for record in records {
             let unique: UniqueEvent
             do {
-                unique = try decoder.decode(UniqueEvent.self, from: Data(record.value))
+                unique = try TopicRecords.decodeUniqueEvent(record.value)
             } catch {
                 result.deadLetters.append(DeadLetter(stage: name, record: record,
                                                      failure: PermanentFailure("invalid_event", "not a UniqueEvent: \(error)")))
@@ -39,7 +37,7 @@ public struct ClassifyStage: StageLogic {
             let receivedAt = [KafkaHeader(name: RecordHeader.receivedAt, value: Array(String(unique.event.receivedAtMs).utf8))]
             for command in wrongRules.applyToClassified(classify(unique, catalog: catalog)) {
                 result.outputs.append(OutputRecord(topic: Topic.commands, key: command.subscriptionKey,
-                                                   value: try encoder.encode(command).bytes, headers: receivedAt))
+                                                   value: TopicRecords.encode(command), headers: receivedAt))
             }
         }
         return result

@@ -31,9 +31,8 @@ public struct ConsumptionStage: StageLogic {
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         guard let database else { throw ConsumptionPolicyError("the consumption stage needs PostgreSQL") }
         var result = StageBatchResult()
-        let decoder = JSONDecoder()
         for record in records {
-            guard let event = try? decoder.decode(AppleEvent.self, from: Data(record.value)) else {
+            guard let event = try? TopicRecords.decodeAppleEvent(record.value) else {
                 result.deadLetters.append(DeadLetter(stage: name, record: record, failure: PermanentFailure("invalid_event", "not an AppleEvent")))
                 continue
             }

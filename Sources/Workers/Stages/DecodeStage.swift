@@ -20,7 +20,6 @@ public struct DecodeStage: StageLogic {
 
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         var result = StageBatchResult()
-        let encoder = JSONEncoder.pipeline
         for record in records {
             let receivedAt = record.header(RecordHeader.receivedAt).flatMap { Int64($0) } ?? record.timestamp
             let source = Self.source(of: record)
@@ -38,7 +37,7 @@ public struct DecodeStage: StageLogic {
                 }
                 for event in events {
                     result.outputs.append(OutputRecord(topic: Topic.decoded, key: event.subscriptionKey,
-                                                       value: try encoder.encode(event).bytes))
+                                                       value: TopicRecords.encode(event)))
                 }
                 count(source, events.isEmpty ? "decoded_empty" : "decoded")
             case .failure(.permanent(let failure)):

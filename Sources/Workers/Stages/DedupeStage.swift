@@ -20,11 +20,10 @@ public struct DedupeStage: StageLogic {
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         guard let database else { throw StageError.configuration("dedupe needs PostgreSQL") }
         var result = StageBatchResult()
-        let decoder = JSONDecoder()
         var events: [(KafkaRecord, AppleEvent)] = []
         for record in records {
             do {
-                let event = try decoder.decode(AppleEvent.self, from: Data(record.value))
+                let event = try TopicRecords.decodeAppleEvent(record.value)
                 // Checked again here: a record can reach the decoded topic without passing decode.
                 if let failure = EventBounds.check(event) {
                     result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
@@ -45,7 +44,6 @@ public struct DedupeStage: StageLogic {
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
-        let encoder = JSONEncoder()   // readers decode by key: sorting keys would only cost time
 
         for (record, event) in events {
             let key = SeenEvent(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))
@@ -67,30 +65,15 @@ public struct DedupeStage: StageLogic {
                 continue
             }
             // The whole input goes on (classify reads switch markers from the other transactions);
-            // `purchases` says what is new. The event is spliced in as the bytes it arrived as: a
-            // UniqueEvent is `{"decodedPosition", "event", "purchases"}` and re-encoding the event
-            // would only cost time.
+            // `purchases` says what is new. A binary event is copied in as the bytes it arrived as.
             result.outputs.append(OutputRecord(topic: Topic.unique, key: event.subscriptionKey,
-                                               value: try uniqueEventJSON(event: record.value, purchases: outcome.changes,
-                                                                          position: record.position, encoder: encoder)))
+                                               value: TopicRecords.encodeUnique(event: event, decodedRecord: record.value,
+                                                                                purchases: outcome.changes, position: record.position)))
             Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded"])
         }
         try store.save(try changedPurchases(known, touched: touched))
         try store.record(firstSeen: newlySeen, repeated: repeated)
         return result
-    }
-
-    /// The JSON of `UniqueEvent(event:purchases:decodedPosition:)` with the event's original bytes.
-    func uniqueEventJSON(event: [UInt8], purchases: [PurchaseChange], position: RecordPosition,
-                         encoder: JSONEncoder) throws -> [UInt8] {
-        var bytes = Array(#"{"decodedPosition":"#.utf8)
-        bytes += try encoder.encode(position)
-        bytes += Array(#","event":"#.utf8)
-        bytes += event
-        bytes += Array(#","purchases":"#.utf8)
-        bytes += try encoder.encode(purchases)
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
     }
 
     private typealias SeenEvent = DedupeStore.SeenEvent

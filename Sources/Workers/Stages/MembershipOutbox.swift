@@ -9,12 +9,10 @@ extension MembershipWriter {
     /// exists if and only if its ledger entry does.
     func appendOutbox(_ described: [DescribedEntry], entryIds: [Int64], nowMs: Int64 = currentTimeMs()) throws {
         var rows: [OutboxRow] = []
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         for (index, item) in described.enumerated() {
             guard let event = MembershipEvent(item, entryId: entryIds[index], recordedAtMs: nowMs) else { continue }
             rows.append(OutboxRow(eventKey: event.partitionKey, entryId: event.ledgerEntryId, subscriptionKey: event.subscriptionKey,
-                                  eventType: event.type.rawValue, payload: String(decoding: try encoder.encode(event), as: UTF8.self)))
+                                  eventType: event.type.rawValue, payload: String(decoding: event.json, as: UTF8.self)))
         }
         guard !rows.isEmpty else { return }
         try MembershipStore(db).appendOutbox(rows)

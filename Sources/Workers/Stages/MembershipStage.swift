@@ -23,11 +23,10 @@ public struct MembershipStage: StageLogic {
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
         guard let database else { throw StageError.configuration("membership needs PostgreSQL") }
         var result = StageBatchResult()
-        let decoder = JSONDecoder()
         var commands: [MembershipCommand] = []
         for record in records {
             do {
-                let command = try decoder.decode(MembershipCommand.self, from: Data(record.value))
+                let command = try TopicRecords.decodeCommand(record.value)
                 if let failure = EventBounds.check(command) {
                     result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
                 } else {

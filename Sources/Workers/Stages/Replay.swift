@@ -234,12 +234,11 @@ public struct ReplayEngine {
             for record in records { commands += try classified(record.value) }
             step(records.count)
         case .membership:
-            // Decoded on every core: JSON is most of a membership replay's time.
+            // Decoded on every core: older records are JSON, most of a membership replay's time.
             let values = records.map(\.value)
             let decodedCommands = ReplayEngine.concurrently(values.count) { range in
-                let decoder = JSONDecoder()
-                return values[range].compactMap { value -> MembershipCommand? in
-                    guard let command = try? decoder.decode(MembershipCommand.self, from: Data(value)),
+                values[range].compactMap { value -> MembershipCommand? in
+                    guard let command = try? TopicRecords.decodeCommand(value),
                           EventBounds.check(command) == nil else { return nil }   // the stage dead-lettered it
                     return command
                 }
@@ -331,9 +330,8 @@ public struct ReplayEngine {
                 downstream.append((Topic.unique, uniqueOut.filter { corrected.contains($0.key) }.map { (key: $0.key, value: $0.value) }))
             }
             if request.stage != .membership {
-                let encoder = JSONEncoder()
-                downstream.append((Topic.commands, try commands.filter { corrected.contains($0.subscriptionKey) }.map {
-                    (key: $0.subscriptionKey, value: [UInt8](try encoder.encode($0)))
+                downstream.append((Topic.commands, commands.filter { corrected.contains($0.subscriptionKey) }.map {
+                    (key: $0.subscriptionKey, value: TopicRecords.encode($0))
                 }))
             }
             if !corrected.isEmpty, !downstream.isEmpty {
@@ -418,7 +416,7 @@ public struct ReplayEngine {
 
     /// classify over one unique-event record, as the classify stage does it (invalid ones it dead-letters).
     private func classified(_ bytes: [UInt8]) throws -> [MembershipCommand] {
-        guard let unique = try? JSONDecoder().decode(UniqueEvent.self, from: Data(bytes)), EventBounds.check(unique) == nil else { return [] }
+        guard let unique = try? TopicRecords.decodeUniqueEvent(bytes), EventBounds.check(unique) == nil else { return [] }
         return wrongRules.applyToClassified(classify(unique, catalog: catalog))
     }
 }

@@ -296,16 +296,3 @@ extension KafkaRecord {
         headers.last { $0.name == name }.map { String(decoding: $0.value, as: UTF8.self) }
     }
 }
-
-extension JSONEncoder {
-    /// Deterministic JSON for pipeline records (sorted keys: byte-identical projections on replay).
-    public static var pipeline: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }
-}
-
-extension Data {
-    public var bytes: [UInt8] { [UInt8](self) }
-}

@@ -69,7 +69,7 @@ final class BackgroundPopulation: Sendable {
             let commands = try cluster.readTopic(Topic.commands, atLeast: 1)
             for id in duplicates.commandIds {
                 let copies = commands.filter { record in
-                    ((try? JSONSerialization.jsonObject(with: Data(record.value))) as? [String: Any])?["commandId"] as? String == id
+                    (try? TopicRecords.decodeCommand(record.value))?.commandId == id
                 }
                 populationProgress(tag, "command \(id): \(copies.count) record(s) on \(Topic.commands) at \(copies.map { "\($0.partition)@\($0.offset)" }.joined(separator: ", "))")
             }

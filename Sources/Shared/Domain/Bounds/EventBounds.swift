@@ -57,46 +57,48 @@ public enum EventBounds {
     /// nil when `value` is a usable identifier: at most `maxBytes` UTF-8 bytes, no control characters
     /// (U+0000–U+001F, U+007F–U+009F), no line or paragraph separator, no U+2063 (the separator of
     /// the promotional-offer signature payload, R9), and not empty when `required`.
-    public static func identifier(_ value: String, field: String, maxBytes: Int = maxIdentifierBytes,
+    public static func identifier(_ value: String, field: @autoclosure () -> String, maxBytes: Int = maxIdentifierBytes,
                                   required: Bool = true) -> PermanentFailure? {
         let bytes = value.utf8.count
         if bytes == 0 {
-            return required ? PermanentFailure("empty_identifier", "\(field) is empty") : nil
+            return required ? PermanentFailure("empty_identifier", "\(field()) is empty") : nil
         }
         if bytes > maxBytes {
-            return PermanentFailure("identifier_too_long", "\(field) is \(bytes) bytes long, at most \(maxBytes) allowed")
+            return PermanentFailure("identifier_too_long", "\(field()) is \(bytes) bytes long, at most \(maxBytes) allowed")
         }
-        return forbiddenCharacter(value, field: field)
+        return forbiddenCharacter(value, field: field())
     }
 
     /// Raw text from Apple (never an identifier): bounded and free of control characters.
-    public static func text(_ value: String, field: String, maxBytes: Int = maxTextBytes) -> PermanentFailure? {
+    public static func text(_ value: String, field: @autoclosure () -> String, maxBytes: Int = maxTextBytes) -> PermanentFailure? {
         let bytes = value.utf8.count
         if bytes > maxBytes {
-            return PermanentFailure("text_too_long", "\(field) is \(bytes) bytes long, at most \(maxBytes) allowed")
+            return PermanentFailure("text_too_long", "\(field()) is \(bytes) bytes long, at most \(maxBytes) allowed")
         }
-        return forbiddenCharacter(value, field: field)
+        return forbiddenCharacter(value, field: field())
     }
 
-    public static func date(_ ms: Int64, field: String, range: ClosedRange<Int64> = dates) -> PermanentFailure? {
+    public static func date(_ ms: Int64, field: @autoclosure () -> String, range: ClosedRange<Int64> = dates) -> PermanentFailure? {
         guard !range.contains(ms) else { return nil }
         return PermanentFailure("date_out_of_range",
-                                "\(field) = \(ms) ms is outside \(TimeText.iso(range.lowerBound)) … \(TimeText.iso(range.upperBound))")
+                                "\(field()) = \(ms) ms is outside \(TimeText.iso(range.lowerBound)) … \(TimeText.iso(range.upperBound))")
     }
 
-    public static func number<T: BinaryInteger>(_ value: T, field: String, range: ClosedRange<T>,
+    public static func number<T: BinaryInteger>(_ value: T, field: @autoclosure () -> String, range: ClosedRange<T>,
                                                 kind: String = "number_out_of_range") -> PermanentFailure? {
         guard !range.contains(value) else { return nil }
-        return PermanentFailure(kind, "\(field) = \(value) is outside \(range.lowerBound) … \(range.upperBound)")
+        return PermanentFailure(kind, "\(field()) = \(value) is outside \(range.lowerBound) … \(range.upperBound)")
     }
 
-    static func forbiddenCharacter(_ value: String, field: String) -> PermanentFailure? {
+    static func forbiddenCharacter(_ value: String, field: @autoclosure () -> String) -> PermanentFailure? {
+        // Printable ASCII (nearly every id) needs no scalar decoding.
+        if value.utf8.allSatisfy({ (0x20..<0x7F).contains($0) }) { return nil }
         var offset = 0
         for scalar in value.unicodeScalars {
             if isForbidden(scalar) {
                 let hex = String(scalar.value, radix: 16, uppercase: true)
                 return PermanentFailure("forbidden_character",
-                                        "\(field) contains U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at byte \(offset)")
+                                        "\(field()) contains U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at byte \(offset)")
             }
             offset += UTF8.width(scalar)
         }
@@ -162,7 +164,8 @@ extension EventBounds {
     }
 }
 
-/// Walks a record's fields in a fixed order and keeps the first violation.
+/// Walks a record's fields in a fixed order and keeps the first violation. Field names are
+/// autoclosures: a path like `event.transactions[0].productId` is built only for a violation.
 private struct Checker {
     var failure: PermanentFailure?
 
@@ -170,38 +173,38 @@ private struct Checker {
         if failure == nil { failure = found() }
     }
 
-    mutating func id(_ value: String, _ field: String, maxBytes: Int = EventBounds.maxIdentifierBytes) {
-        keep(EventBounds.identifier(value, field: field, maxBytes: maxBytes))
+    mutating func id(_ value: String, _ field: @autoclosure () -> String, maxBytes: Int = EventBounds.maxIdentifierBytes) {
+        keep(EventBounds.identifier(value, field: field(), maxBytes: maxBytes))
     }
 
-    mutating func optionalId(_ value: String?, _ field: String) {
-        if let value { keep(EventBounds.identifier(value, field: field, required: false)) }
+    mutating func optionalId(_ value: String?, _ field: @autoclosure () -> String) {
+        if let value { keep(EventBounds.identifier(value, field: field(), required: false)) }
     }
 
-    mutating func text(_ value: String?, _ field: String) {
-        if let value { keep(EventBounds.text(value, field: field)) }
+    mutating func text(_ value: String?, _ field: @autoclosure () -> String) {
+        if let value { keep(EventBounds.text(value, field: field())) }
     }
 
     /// Text we compose ourselves (reasons): only the characters are checked, PostgreSQL refuses NUL.
-    mutating func forbidden(_ value: String, _ field: String) {
-        keep(EventBounds.forbiddenCharacter(value, field: field))
+    mutating func forbidden(_ value: String, _ field: @autoclosure () -> String) {
+        keep(EventBounds.forbiddenCharacter(value, field: field()))
     }
 
-    mutating func date(_ ms: Int64, _ field: String, range: ClosedRange<Int64> = EventBounds.dates) {
-        keep(EventBounds.date(ms, field: field, range: range))
+    mutating func date(_ ms: Int64, _ field: @autoclosure () -> String, range: ClosedRange<Int64> = EventBounds.dates) {
+        keep(EventBounds.date(ms, field: field(), range: range))
     }
 
-    mutating func optionalDate(_ ms: Int64?, _ field: String, range: ClosedRange<Int64> = EventBounds.dates) {
-        if let ms { date(ms, field, range: range) }
+    mutating func optionalDate(_ ms: Int64?, _ field: @autoclosure () -> String, range: ClosedRange<Int64> = EventBounds.dates) {
+        if let ms { date(ms, field(), range: range) }
     }
 
-    mutating func number<T: BinaryInteger>(_ value: T?, _ field: String, _ range: ClosedRange<T>,
+    mutating func number<T: BinaryInteger>(_ value: T?, _ field: @autoclosure () -> String, _ range: ClosedRange<T>,
                                            kind: String = "number_out_of_range") {
-        if let value { keep(EventBounds.number(value, field: field, range: range, kind: kind)) }
+        if let value { keep(EventBounds.number(value, field: field(), range: range, kind: kind)) }
     }
 
-    mutating func count(_ count: Int, _ field: String, max: Int) {
-        if count > max { keep(PermanentFailure("too_many_items", "\(field) has \(count) entries, at most \(max) allowed")) }
+    mutating func count(_ count: Int, _ field: @autoclosure () -> String, max: Int) {
+        if count > max { keep(PermanentFailure("too_many_items", "\(field()) has \(count) entries, at most \(max) allowed")) }
     }
 
     mutating func event(_ event: AppleEvent, _ path: String) {

@@ -97,7 +97,7 @@ public struct AccountPolicy: Codable, Sendable, Equatable {
         case ignore
     }
     /// A purchase already linked to one account is claimed by another (restore on another account).
-    public enum TransferPolicy: String, Codable, Sendable {
+    public enum TransferPolicy: String, Codable, Sendable, CaseIterable {
         /// The purchase moves to the account that claimed it last (Apple's restore semantics); the
         /// previous account loses the entitlement. Both sides are recorded in the ledger.
         case move

@@ -69,7 +69,7 @@ public struct AppleEvent: Codable, Sendable, Equatable {
     }
 }
 
-public enum EventSource: String, Codable, Sendable {
+public enum EventSource: String, Codable, Sendable, CaseIterable {
     case notificationV1 = "notification-v1"
     case notificationV2 = "notification-v2"
     case appReceipt = "app-receipt"

@@ -15,7 +15,7 @@ public struct UniqueEvent: Codable, Sendable, Equatable {
 }
 
 public struct PurchaseChange: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable { case new, changed }
+    public enum Kind: String, Codable, Sendable, CaseIterable { case new, changed }
     public var purchaseId: String
     public var kind: Kind
     /// The merged facts of the purchase after this event (the latest non-nil value of each field).

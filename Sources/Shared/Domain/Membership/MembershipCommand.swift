@@ -34,7 +34,7 @@ public struct MembershipCommand: Codable, Sendable, Equatable {
 }
 
 /// The four product types of R13, plus unknown (recorded, never fatal).
-public enum ProductKind: String, Codable, Sendable {
+public enum ProductKind: String, Codable, Sendable, CaseIterable {
     case autoRenewable = "auto-renewable"
     case nonRenewing = "non-renewing"
     case nonConsumable = "non-consumable"
@@ -91,7 +91,7 @@ public struct PurchaseGrant: Codable, Sendable, Equatable {
 
 /// Where and why a purchase's interval is cut (R3, R5, R11).
 public struct Cut: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
         case refund          // Apple support refund (V1 CANCEL (c), V1/V2 REFUND)
         case revoke          // family sharing revoked (V2 REVOKE, revocationType FAMILY_REVOKE)
         case upgrade         // switched to a higher level: immediate, old purchase refunded pro rata

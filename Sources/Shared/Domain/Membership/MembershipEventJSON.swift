@@ -1,0 +1,162 @@
+/// The published JSON of a membership event, written directly: byte for byte what `JSONEncoder` with
+/// `.sortedKeys` writes (the schema's consumers, the outbox and replay's byte-identical projections
+/// see no difference; `MembershipEventJSONTests` compares the two). Foundation's encoder was the
+/// largest single cost of the membership stage.
+extension MembershipEvent {
+    public var json: [UInt8] {
+        var out = SortedKeyJSON()
+        out.object {
+            $0.int("amount", amount)
+            $0.int("balanceAfter", balanceAfter)
+            $0.object("cause") { writeCause(&$0) }
+            $0.bool("correction", correction)
+            $0.string("cutKind", cutKind)
+            $0.object("entitlement") {
+                $0.intervals("after", entitlement.after)
+                $0.intervals("before", entitlement.before)
+            }
+            $0.string("environment", environment)
+            $0.string("eventId", eventId)
+            $0.string("group", group)
+            if let interval { $0.object("interval") { $0.interval(interval) } }
+            $0.int("ledgerEntryId", ledgerEntryId)
+            $0.string("ledgerKind", ledgerKind)
+            if let offer {
+                $0.object("offer") {
+                    $0.bool("isIntro", offer.isIntro)
+                    $0.bool("isTrial", offer.isTrial)
+                    $0.string("offerCodeRefName", offer.offerCodeRefName)
+                    $0.string("offerDiscountType", offer.offerDiscountType)
+                    $0.int("offerType", offer.offerType)
+                    $0.string("promotionalOfferId", offer.promotionalOfferId)
+                }
+            }
+            $0.string("originalTransactionId", originalTransactionId)
+            if let productChange {
+                $0.object("productChange") {
+                    $0.string("fromProductId", productChange.fromProductId)
+                    $0.string("mode", productChange.mode.rawValue)
+                    $0.string("toProductId", productChange.toProductId)
+                }
+            }
+            $0.string("productId", productId)
+            $0.string("purchaseId", purchaseId)
+            $0.string("reason", reason)
+            $0.int("recordedAtMs", recordedAtMs)
+            if let renewal {
+                $0.object("renewal") {
+                    $0.string("autoRenewProductId", renewal.autoRenewProductId)
+                    $0.bool("autoRenewStatus", renewal.autoRenewStatus)
+                    $0.string("expirationIntent", renewal.expirationIntent)
+                    $0.int("gracePeriodExpiresMs", renewal.gracePeriodExpiresMs)
+                    $0.bool("isInBillingRetry", renewal.isInBillingRetry)
+                }
+            }
+            $0.string("schema", schema)
+            $0.string("subscriptionKey", subscriptionKey)
+            $0.string("transactionId", transactionId)
+            if let transfer {
+                $0.object("transfer") {
+                    $0.string("fromUserId", transfer.fromUserId)
+                    $0.string("toUserId", transfer.toUserId)
+                }
+            }
+            $0.string("type", type.rawValue)
+            $0.string("userId", userId)
+        }
+        return out.bytes
+    }
+
+    private func writeCause(_ out: inout SortedKeyJSON) {
+        out.string("eventId", cause.eventId)
+        out.string("notificationSubtype", cause.notificationSubtype)
+        out.string("notificationType", cause.notificationType)
+        out.string("source", cause.source)
+        out.string("transactionId", cause.transactionId)
+    }
+}
+
+/// A JSON object writer for fields given in sorted order; nil values are left out, as the
+/// synthesized `Encodable` conformances leave them out.
+struct SortedKeyJSON {
+    private(set) var bytes: [UInt8] = []
+    private var needsComma = false
+
+    init() { bytes.reserveCapacity(1024) }
+
+    mutating func object(_ body: (inout SortedKeyJSON) -> Void) {
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+        body(&self)
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    mutating func object(_ key: String, _ body: (inout SortedKeyJSON) -> Void) {
+        self.key(key)
+        object(body)
+    }
+
+    mutating func string(_ key: String, _ value: String?) {
+        guard let value else { return }
+        self.key(key)
+        quoted(value)
+    }
+
+    mutating func int<T: BinaryInteger>(_ key: String, _ value: T?) {
+        guard let value else { return }
+        self.key(key)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func bool(_ key: String, _ value: Bool?) {
+        guard let value else { return }
+        self.key(key)
+        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+    }
+
+    mutating func interval(_ interval: Interval) {
+        int("endMs", interval.endMs)
+        int("startMs", interval.startMs)
+    }
+
+    mutating func intervals(_ key: String, _ values: [Interval]) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "["))
+        for (index, interval) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            object { $0.interval(interval) }
+        }
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    private mutating func key(_ key: String) {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        quoted(key)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = true
+    }
+
+    /// JSONEncoder's escapes: quote, backslash, slash, the short control escapes, \u00XX for the rest below 0x20.
+    private mutating func quoted(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes += [0x5C, 0x22]
+            case UInt8(ascii: "\\"): bytes += [0x5C, 0x5C]
+            case UInt8(ascii: "/"): bytes += [0x5C, 0x2F]
+            case 0x08: bytes += [0x5C, UInt8(ascii: "b")]
+            case 0x0C: bytes += [0x5C, UInt8(ascii: "f")]
+            case 0x0A: bytes += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: bytes += [0x5C, UInt8(ascii: "r")]
+            case 0x09: bytes += [0x5C, UInt8(ascii: "t")]
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
