@@ -49,10 +49,13 @@ struct BulkRows<Row: BulkRow> {
         writer = JSONWriter(capacity: capacity)
         writer.bytes.append(UInt8(ascii: "["))
         let columns = Row.columns
+        // `"c0":`, `,"c1":`...: made once per batch, not per row.
+        let keys = columns.indices.map { Array(($0 == 0 ? "\"c0\":" : ",\"c\($0)\":").utf8) }
         for row in rows {
-            writer.bytes.append(contentsOf: count == 0 ? [UInt8(ascii: "{")] : [UInt8(ascii: ","), UInt8(ascii: "{")])
+            if count > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+            writer.bytes.append(UInt8(ascii: "{"))
             for (index, column) in columns.enumerated() {
-                writer.key(index)
+                writer.bytes.append(contentsOf: keys[index])
                 column.write(row, &writer)
             }
             writer.bytes.append(UInt8(ascii: "}"))
@@ -96,13 +99,6 @@ struct JSONWriter {
     var bytes: [UInt8] = []
 
     init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
-
-    mutating func key(_ index: Int) {
-        if index > 0 { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: "c")])
-        bytes.append(contentsOf: Array(String(index).utf8))
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-    }
 
     mutating func string(_ value: String?) {
         guard var value else { return bytes.append(contentsOf: Array("null".utf8)) }
