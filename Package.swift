@@ -71,13 +71,13 @@ let package = Package(
 
         // Tests in layers: pure, adapters against the real C libraries, integration against real processes.
         // TestSupport: the generated keys and chains every layer signs with, and the one locator of ../shared.
-        .target(name: "TestSupport", dependencies: ["Crypto"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["Crypto", "Postgres"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "DomainTests", dependencies: ["TestSupport", "CivilCalendar", "Domain", "AppleDecoding", "Runtime"], path: "Tests/DomainTests", swiftSettings: strict),
         .testTarget(name: "ConfigurationTests", dependencies: ["Configuration"], path: "Tests/ConfigurationTests", swiftSettings: strict),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "Postgres", "Domain"], path: "Tests/StoreTests", swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["TestSupport", "Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Postgres", "Domain"], path: "Tests/StoreTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "SupportTests", dependencies: ["Ingest", "Store", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),

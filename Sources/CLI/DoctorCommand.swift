@@ -39,7 +39,7 @@ struct DoctorCommand: CLICommand {
             checks.append(Check(name: "configuration", ok: decoding.bundleId != nil,
                                 detail: "bundle \(decoding.bundleId ?? "<none: set \(Setting.bundleId)>"), environments "
                                     + decoding.environments.map(\.rawValue).joined(separator: ",")
-                                    + "; API \(try RecoveryTime.baseURLs(Environment.variables).production.absoluteString), \(try RecoveryTime.baseURLs(Environment.variables).sandbox.absoluteString)"))
+                                    + "; API \(try apiBaseURLs().production.absoluteString), \(try apiBaseURLs().sandbox.absoluteString)"))
             checks.append(Check(name: "roots", ok: !decoding.appleRoots.isEmpty,
                                 detail: "\(decoding.appleRoots.count) Apple root certificate(s) from \(Setting.appleRoots)"))
         } catch {
@@ -104,5 +104,10 @@ struct DoctorCommand: CLICommand {
             "the dedupe stage saw notification \(uuid) (delivered \($0.deliveries) time\($0.deliveries == 1 ? "" : "s"), last at \($0.lastSeenAt))"
         } ?? "notification \(uuid) not seen by the pipeline"))
         return checks
+    }
+
+    /// The Server API endpoints this process would call (Apple's unless set).
+    private func apiBaseURLs() throws -> APIBaseURLs {
+        try RecoveryTime.baseURLs(Environment.read(ServerAPIConfiguration.init))
     }
 }

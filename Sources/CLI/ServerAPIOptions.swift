@@ -1,7 +1,7 @@
-import Kafka
-import Configuration
 import AppleDecoding
+import Configuration
 import Foundation
+import Kafka
 import Runtime
 import Stages
 
@@ -16,7 +16,7 @@ extension ServerAPISession {
     /// The same with Kafka and the key id given.
     convenience init(kafka: KafkaConfig, keyId: String?, maxPages: Int = 50) throws {
         try self.init(kafka: kafka, keyId: keyId, decoding: try AppleDecodingConfiguration(Environment.read(DecodingConfiguration.init)),
-                      baseURLs: try RecoveryTime.baseURLs(Environment.variables), maxPages: maxPages)
+                      baseURLs: try RecoveryTime.baseURLs(Environment.read(ServerAPIConfiguration.init)), maxPages: maxPages)
     }
 }
 

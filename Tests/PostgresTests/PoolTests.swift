@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Synchronization
+import TestSupport
 import XCTest
 
 /// Contract: the pool lends at most `size` connections at once to many threads, every

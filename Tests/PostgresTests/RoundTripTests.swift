@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import TestSupport
 import XCTest
 
 /// Contract: every bindable Swift type goes to PostgreSQL as a bind parameter and reads back

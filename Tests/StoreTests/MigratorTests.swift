@@ -1,8 +1,8 @@
 import Foundation
 import Postgres
 import Store
-import Store
 import Synchronization
+import TestSupport
 import XCTest
 
 /// Contract: migrations apply once, in order, each atomically with its schema_migrations row;

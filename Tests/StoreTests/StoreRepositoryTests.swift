@@ -2,6 +2,7 @@ import Domain
 import Foundation
 import Postgres
 import Store
+import TestSupport
 import XCTest
 
 /// Contract: Store's typed functions against a real PostgreSQL with StoreLedger's schema. What one

@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Store
+import TestSupport
 import XCTest
 
 /// Contract: `transaction` commits when the body returns and rolls back (rethrowing) when it

@@ -310,3 +310,18 @@ public struct ConsumptionConfiguration: Sendable, Equatable {
         policyName = reader.text(.consumptionPolicyName)
     }
 }
+
+/// Where the App Store Server API is (Apple's unless set: the simulator's in tests) and which key signs for it.
+public struct ServerAPIConfiguration: Sendable, Equatable {
+    public var productionURL: String?
+    public var sandboxURL: String?
+    public var keyId: String?
+
+    public init() {}
+
+    public init(_ reader: inout ConfigurationReader) {
+        productionURL = reader.text(.apiProductionURL)
+        sandboxURL = reader.text(.apiSandboxURL)
+        keyId = reader.text(.apiKeyId)
+    }
+}

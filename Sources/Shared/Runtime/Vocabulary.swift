@@ -111,7 +111,6 @@ public enum Vocabulary {
         .init(name: "child_killed", meaning: "A supervised child was killed after its stop grace period."),
         .init(name: "child_restart_failed", meaning: "A supervised child could not be restarted."),
         .init(name: "dev_child_failed", meaning: "storeledger dev: a role failed to start."),
-        .init(name: "dev_stages_not_ready", meaning: "storeledger dev: a stage did not become ready in time."),
         .init(name: "dev_stopped", meaning: "storeledger dev stopped everything it started."),
         // Broker and topics
         .init(name: "broker_ready", meaning: "The embedded broker is up (its bootstrap address follows on stdout)."),

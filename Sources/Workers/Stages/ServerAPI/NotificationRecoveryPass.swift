@@ -115,17 +115,17 @@ public enum RecoveryTime {
         }
     }
 
-    /// Apple's endpoints unless the settings name others (the simulator's, in tests); `env` is the process's settings.
-    public static func baseURLs(_ env: [String: String]) throws -> APIBaseURLs {
-        func url(_ name: String, _ fallback: URL) throws -> URL {
-            guard let text = env[name], !text.isEmpty else { return fallback }
+    /// Apple's endpoints unless the settings name others (the simulator's, in tests).
+    public static func baseURLs(_ settings: ServerAPIConfiguration) throws -> APIBaseURLs {
+        func url(_ setting: Setting, _ given: String?, _ fallback: URL) throws -> URL {
+            guard let text = given else { return fallback }
             guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http" else {
-                throw UsageError("\(name) is not an http(s) URL")
+                throw UsageError("\(setting) is not an http(s) URL")
             }
             return url
         }
-        return APIBaseURLs(production: try url(Setting.apiProductionURL.name, APIBaseURLs.appleProduction),
-                           sandbox: try url(Setting.apiSandboxURL.name, APIBaseURLs.appleSandbox))
+        return APIBaseURLs(production: try url(.apiProductionURL, settings.productionURL, APIBaseURLs.appleProduction),
+                           sandbox: try url(.apiSandboxURL, settings.sandboxURL, APIBaseURLs.appleSandbox))
     }
 }
 
