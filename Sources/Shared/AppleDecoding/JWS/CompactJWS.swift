@@ -98,10 +98,7 @@ struct CompactJWS {
         }
     }
 
-    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
-        guard !bytes.isEmpty else { return nil }
-        return (try? JSONSerialization.jsonObject(with: Data(bytes), options: [])) as? [String: Any]
-    }
+    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? { JSONObjectReader.objectOrFallback(bytes) }
 }
 
 /// JSONSerialization hands back NSNumber for both numbers and booleans; this tells them apart.
