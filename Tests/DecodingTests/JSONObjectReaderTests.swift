@@ -55,6 +55,20 @@ final class JSONObjectReaderTests: XCTestCase {
         }
     }
 
+    /// Long strings are skipped 8 bytes at a time: a quote, escape, control or non-ASCII byte at
+    /// every offset of a word must still be seen.
+    func testLongStringsAtEveryWordOffset() {
+        let run = String(repeating: "MIIEMDCCA7agAwIBAgIQaPoPldvpSoEw+", count: 3)
+        for offset in 0..<17 {
+            let head = String(run.prefix(offset)), tail = String(run.dropFirst(offset))
+            assertSame(#"{"s":"\#(head)\/\#(tail)","t":"\#(head)"}"#)
+            assertSame(#"{"s":"\#(head)\"\#(tail)\\"}"#)
+            for odd in ["\u{01}", "\u{1F}", "é", #"\u0041"#, "\""] {
+                XCTAssertNil(fast("{\"s\":\"\(head)\(odd)\(tail)\"}"), "\(offset) \(odd)")
+            }
+        }
+    }
+
     func testDepthLimitIsTheReaderDepth() {
         let deepest = String(repeating: #"{"a":"#, count: JSONObjectReader.maxDepth - 1) + "{}" + String(repeating: "}", count: JSONObjectReader.maxDepth - 1)
         assertSame(deepest)

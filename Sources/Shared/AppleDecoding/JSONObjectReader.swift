@@ -137,6 +137,7 @@ private struct JSONCursor {
     mutating func string() -> String? {
         index += 1
         let start = index
+        skipPlainASCII()
         while index < end {
             let byte = base[index]
             if byte == UInt8(ascii: "\"") {
@@ -151,9 +152,27 @@ private struct JSONCursor {
         return nil
     }
 
+    /// Skips 8 bytes at a time while none of them is `"`, `\`, a control character or non-ASCII
+    /// (the receipt and nested-JWS strings run to thousands of such bytes).
+    private mutating func skipPlainASCII() {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & highs != 0 }
+        while end - index >= 8 {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            // With no high bit set, `word - 0x20 * ones` borrows into a high bit exactly when a byte is below 0x20.
+            if word & highs != 0 || (word &- 0x20 &* ones) & ~word & highs != 0
+                || hasZeroByte(word ^ (0x22 &* ones)) || hasZeroByte(word ^ (0x5C &* ones)) { return }
+            index += 8
+        }
+    }
+
     private mutating func escapedString(from start: Int) -> String? {
         var bytes = Array(UnsafeBufferPointer(start: base + start, count: index - start))
         while index < end {
+            let runStart = index
+            skipPlainASCII()
+            if index > runStart { bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: index - runStart)) }
+            guard index < end else { return nil }
             let byte = base[index]
             index += 1
             switch byte {

@@ -82,9 +82,7 @@ struct CompactJWS {
             let spareMask: UInt8 = remainder == 2 ? 0x0F : 0x03
             if value & spareMask != 0 { return nil }
         }
-        return stripped.withUnsafeBufferPointer { buffer in
-            Base64URL.decode(String(decoding: buffer, as: UTF8.self))
-        }
+        return stripped.withUnsafeBufferPointer { Base64URL.decode(utf8: $0) }
     }
 
     private static func base64URLValue(_ char: UInt8) -> UInt8? {
