@@ -23,6 +23,11 @@ public enum Base64URL {
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         Base64Codec.decode(text, table: Base64Codec.urlTable, skipWhitespace: false)
     }
+
+    /// The same, straight from UTF-8 bytes (a JWS segment), without making a String first.
+    public static func decode(utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        Base64Codec.decode(utf8, table: Base64Codec.urlTable, skipWhitespace: false)
+    }
 }
 
 enum Base64Codec {

@@ -82,9 +82,7 @@ struct CompactJWS {
             let spareMask: UInt8 = remainder == 2 ? 0x0F : 0x03
             if value & spareMask != 0 { return nil }
         }
-        return stripped.withUnsafeBufferPointer { buffer in
-            Base64URL.decode(String(decoding: buffer, as: UTF8.self))
-        }
+        return stripped.withUnsafeBufferPointer { Base64URL.decode(utf8: $0) }
     }
 
     private static func base64URLValue(_ char: UInt8) -> UInt8? {
@@ -98,10 +96,7 @@ struct CompactJWS {
         }
     }
 
-    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
-        guard !bytes.isEmpty else { return nil }
-        return (try? JSONSerialization.jsonObject(with: Data(bytes), options: [])) as? [String: Any]
-    }
+    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? { JSONObjectReader.objectOrFallback(bytes) }
 }
 
 /// JSONSerialization hands back NSNumber for both numbers and booleans; this tells them apart.

@@ -136,13 +136,28 @@ enum ReceiptPayloadParser {
         var result: [(Int64, ArraySlice<UInt8>)] = []
         for attribute in try ASN1Reader.children(of: set, depth: depth) {
             guard attribute.isUniversal(ASN1Element.sequence) else { throw ASN1Error("receipt attribute is not a SEQUENCE") }
-            let fields = try ASN1Reader.children(of: attribute, depth: depth + 1)
-            guard fields.count >= 3, fields[2].isUniversal(ASN1Element.octetString), !fields[2].constructed else {
-                throw ASN1Error("receipt attribute is not (type, version, OCTET STRING value)")
-            }
-            result.append((try fields[0].integerValue(), fields[2].content))
+            let (type, value) = try typeAndValue(of: attribute, depth: depth + 1)
+            result.append((try type.integerValue(), value.content))
         }
         return result
+    }
+
+    /// Fields 0 and 2 of an attribute, every field read (and checked) as `children(of:)` reads
+    /// them, without an array per attribute: a receipt has dozens of attributes per purchase.
+    private static func typeAndValue(of attribute: ASN1Element, depth: Int) throws(ASN1Error) -> (ASN1Element, ASN1Element) {
+        guard attribute.constructed else { throw ASN1Error("expected a constructed element") }
+        var fields = ASN1Reader(attribute.content)
+        var type: ASN1Element?, value: ASN1Element?
+        var count = 0
+        while !fields.isAtEnd {
+            let field = try fields.next(depth: depth + 1)
+            if count == 0 { type = field } else if count == 2 { value = field }
+            count += 1
+        }
+        guard let type, let value, value.isUniversal(ASN1Element.octetString), !value.constructed else {
+            throw ASN1Error("receipt attribute is not (type, version, OCTET STRING value)")
+        }
+        return (type, value)
     }
 
     private static func element(_ bytes: ArraySlice<UInt8>) throws(ASN1Error) -> ASN1Element {
