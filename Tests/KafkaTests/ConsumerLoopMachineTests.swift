@@ -206,13 +206,39 @@ final class ConsumerLoopMachineTests: XCTestCase {
         XCTAssertEqual(loop.next(.done, nowMs: 1), .pause([a]))
     }
 
-    func testFailedOffsetCommitMovesOn() {
+    func testFailedOffsetCommitMovesOnAndIsRetriedWhenNothingElseComes() {
         var loop = machine()
         XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
         XCTAssertEqual(succeed(&loop, at: 1), .commitOffsets([a: 1]))
-        // Effects are durable; redelivery after a rebalance is idempotent, so the record is not redone.
-        XCTAssertEqual(loop.next(.failed(.infrastructure("rebalance in progress")), nowMs: 1), poll())
+        // Effects are durable: the record is not redone; the poll waits only until the commit's retry.
+        XCTAssertEqual(loop.next(.failed(.infrastructure("not coordinator")), nowMs: 1), poll(100))
         XCTAssertEqual(loop.queuedCount, 0)
+        // Nothing new arrives: the same offsets go again once the backoff passed, then back off longer.
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 101), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("not coordinator")), nowMs: 101), poll(200))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 200), poll(101))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 301), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 301), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 900), poll(), "committed: nothing left to send")
+    }
+
+    func testOffsetsOfAFailedCommitTravelWithTheNextBatchCommit() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 1), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("not coordinator")), nowMs: 1), poll(100))
+        XCTAssertEqual(loop.next(.polled([record(b, 4)], assignment: [a, b], generation: 1), nowMs: 20), .process([record(b, 4)]))
+        XCTAssertEqual(succeed(&loop, at: 21), .commitOffsets([a: 1, b: 5]))
+    }
+
+    func testARebalanceForgetsOffsetsThatFailedToCommit() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 1), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("rebalance in progress")), nowMs: 1), poll(100))
+        // After the rebalance another member may have committed a further; ours must not overwrite it.
+        XCTAssertEqual(loop.next(.polled([], assignment: [a], generation: 2), nowMs: 500), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a], generation: 2), nowMs: 800), poll())
     }
 
     func testRebalanceDropsHeldWorkAndResumesWhatWasPaused() {

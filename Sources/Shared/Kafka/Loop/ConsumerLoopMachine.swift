@@ -93,6 +93,12 @@ public struct ConsumerLoopMachine: Sendable {
     private var batch: [KafkaRecord] = []
     private var lastPollMs: Int64?
     private var stopRequested = false
+    /// Next offsets of finished work whose commit failed, sent again with the next commit or, when
+    /// nothing else comes, on their own after a backoff: otherwise a partition's last batch would
+    /// stay uncommitted (lag above 0, redone after every restart) until new records arrive.
+    private var uncommitted: [PartitionID: Int64] = [:]
+    private var commitFailures = 0
+    private var commitRetryAtMs: Int64 = 0
 
     /// - Parameter jitter: maps a capped backoff (ms) to the delay actually waited; inject a fixed
     ///   function in tests. The default picks uniformly in [backoff/2, backoff].
@@ -169,9 +175,15 @@ public struct ConsumerLoopMachine: Sendable {
             if case .critical(let reason) = failure { return stop(1, reason) }
             beginOutage(failure.reason, nowMs)
             return chooseNext(nowMs)
-        case (.committingOffsets, .done), (.committingOffsets, .failed):
-            // Effects are durable already; a failed offset commit (rebalance, broker away) only
-            // means redelivery, which every stage absorbs idempotently.
+        case (.committingOffsets, .done):
+            uncommitted = [:]
+            commitFailures = 0
+            return chooseNext(nowMs)
+        case (.committingOffsets, .failed):
+            // Effects are durable already: the work is not redone (redelivery would be absorbed
+            // idempotently anyway); the offsets are kept and committed again later.
+            commitFailures += 1
+            commitRetryAtMs = nowMs + jitter(backoff(attempt: commitFailures))
             return chooseNext(nowMs)
         default:
             return stop(1, "consumer loop: unexpected \(event) in phase \(phase)")
@@ -191,6 +203,10 @@ public struct ConsumerLoopMachine: Sendable {
             batch = work
             phase = .processing
             return .process(work)
+        }
+        if work == nil, outage == nil, !uncommitted.isEmpty, nowMs >= commitRetryAtMs {
+            phase = .committingOffsets
+            return .commitOffsets(uncommitted)
         }
         // With nothing to do, the poll is also the wait for the next retry ("retry after a delay").
         phase = .polling
@@ -236,6 +252,7 @@ public struct ConsumerLoopMachine: Sendable {
     private func untilNextRetry(_ nowMs: Int64) -> Int64 {
         var times = retries.values.map(\.retryAtMs)
         if let outage { times.append(outage.retryAtMs) }
+        if !uncommitted.isEmpty { times.append(commitRetryAtMs) }
         guard let earliest = times.min() else { return .max }
         return max(0, earliest - nowMs)
     }
@@ -247,10 +264,9 @@ public struct ConsumerLoopMachine: Sendable {
         for record in records { retries[record.partitionID] = nil }
         outage = nil
         batchLimit = min(policy.maxBatch, batchLimit * 2)
-        var offsets: [PartitionID: Int64] = [:]
-        for record in records { offsets[record.partitionID] = max(offsets[record.partitionID] ?? 0, record.offset + 1) }
+        for record in records { uncommitted[record.partitionID] = max(uncommitted[record.partitionID] ?? 0, record.offset + 1) }
         phase = .committingOffsets
-        return .commitOffsets(offsets)
+        return .commitOffsets(uncommitted)
     }
 
     private mutating func handle(_ failure: Failure, of records: [KafkaRecord], _ nowMs: Int64) -> Action {
@@ -263,6 +279,7 @@ public struct ConsumerLoopMachine: Sendable {
         case .fenced:
             queue = PartitionQueues()
             retries = [:]
+            uncommitted = [:]
             batchLimit = policy.maxBatch
             phase = .polling
             return .poll(maxRecords: policy.maxBatch, timeout: policy.pollTimeout)
@@ -317,6 +334,10 @@ public struct ConsumerLoopMachine: Sendable {
             generation = newGeneration
             queue = PartitionQueues()
             retries = [:]
+            // The partitions start again from what the group committed; another member may have
+            // committed further meanwhile, so an older offset of ours must not be sent after it.
+            uncommitted = [:]
+            commitFailures = 0
             staleResume = paused.intersection(newAssignment)
             paused = []
             batchLimit = policy.maxBatch
