@@ -22,8 +22,9 @@ run: release
 test: deps
 	scripts/test.sh
 
-## The chaos test (kills, PostgreSQL restart, broker faults; docs/configuration.md), zombie fencing and the
-## scale-out rebalance test (docs/scaling.md): not part of make test (scripts/test.sh says why).
+## The chaos test at a larger size (kills, PostgreSQL restart, broker faults; docs/configuration.md; make test
+## runs it CI-sized), zombie fencing and the scale-out rebalance test (docs/scaling.md): those two are not part
+## of make test (scripts/test.sh says why).
 CHAOS_USERS ?= 60
 CHAOS_KILLS ?= 60
 CHAOS_RATE ?= 25

@@ -24,11 +24,9 @@ linebuffered=(); command -v stdbuf >/dev/null && linebuffered=(stdbuf -oL)
 # 2-core machine stretches past its deadline (failed 2 of 5 runs after the relay joined the
 # cluster): it runs in `make chaos`, not in the default run. So does ScaleOutTests (members joining
 # and leaving for over a minute; under a loaded machine a join can outlast its 90 s readiness wait).
-# ChaosTests too, since 2026-12-01: once in three runs after the Store/boot restructuring one
-# group's lag stayed above 0 for 180 s after the last fault (cause not yet found; the test now
-# names the group when it times out).
+# (ChaosTests runs here at CI size and in `make chaos` at a larger one.)
 full=0; default=()
-if [ "$#" -eq 0 ]; then full=1; default=(--skip ZombieFencingTests --skip ScaleOutTests --skip ChaosTests); fi
+if [ "$#" -eq 0 ]; then full=1; default=(--skip ZombieFencingTests --skip ScaleOutTests); fi
 "${linebuffered[@]}" swift test --skip-build "${default[@]}" "$@" | tee "$log" || status=$?
 [ "$status" -eq 0 ] || exit "$status"
 [ "$full" -eq 1 ] || exit 0  # a filtered run is not the suite: no budget
