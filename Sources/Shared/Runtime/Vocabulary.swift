@@ -41,7 +41,7 @@ public enum Vocabulary {
         .init(name: "storeledger_loop_failures_total", type: .counter, labels: ["stage", "class"], processes: "workers, signer",
               help: "Record or batch failures by class: retryable, permanent, infrastructure, critical, fenced."),
         .init(name: "storeledger_loop_commit_failures_total", type: .counter, labels: ["stage"], processes: "workers, signer",
-              help: "Offset commits the broker refused (the batch is read again)."),
+              help: "Offset commits the broker refused (sent again later; a restart meanwhile reads the batch again)."),
         .init(name: "storeledger_dead_letters_total", type: .counter, labels: ["stage", "kind"], processes: "workers, signer",
               help: "Records sent to storeledger.deadletter, by error kind."),
         .init(name: "storeledger_loop_retries_total", type: .counter, labels: ["stage", "reason"], processes: "workers, signer",
@@ -138,7 +138,7 @@ public enum Vocabulary {
         .init(name: "partitions_paused", meaning: "Partitions paused for a backoff or an outage."),
         .init(name: "partitions_resumed", meaning: "Paused partitions resumed."),
         .init(name: "poll_failed", meaning: "Polling the broker failed; retried."),
-        .init(name: "offset_commit_failed", meaning: "The broker refused an offset commit; the batch is read again."),
+        .init(name: "offset_commit_failed", meaning: "The broker refused an offset commit; the offsets go again with the next commit or after a backoff (a restart meanwhile reads the batch again)."),
         .init(name: "failpoint_stop_before_commit", meaning: "Tests only: a stage stopped itself before COMMIT."),
         // Ingest
         .init(name: "ingest_listening", meaning: "Ingest is listening."),
