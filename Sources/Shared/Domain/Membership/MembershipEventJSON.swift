@@ -131,7 +131,26 @@ struct SortedKeyJSON {
         needsComma = true
     }
 
-    private mutating func key(_ key: String) {
+    /// A value without a key (a dictionary's or an array's).
+    mutating func int<T: BinaryInteger>(_ value: T) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func quotedValue(_ value: String) {
+        quoted(value)
+    }
+
+    mutating func array<Element>(_ values: [Element], _ write: (inout SortedKeyJSON, Element) -> Void) {
+        bytes.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            write(&self, value)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    mutating func key(_ key: String) {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
         quoted(key)
         bytes.append(UInt8(ascii: ":"))
