@@ -42,6 +42,8 @@ final class SQLTests: XCTestCase {
         XCTAssertEqual(PGArrayLiteral.encode(["a", #"b"c"#, #"d\e"#, "NULL", nil, "", "{x,y}"]),
                        #"{"a","b\"c","d\\e","NULL",NULL,"","{x,y}"}"#)
         XCTAssertEqual(PGArrayLiteral.encode([]), "{}")
+        // A quote or backslash that starts a grapheme (here with a combining acute) is still escaped.
+        XCTAssertEqual(PGArrayLiteral.encode(["\"\u{301}x", "\\\u{301}", "é日本🎉"]), "{\"\\\"\u{301}x\",\"\\\\\u{301}\",\"é日本🎉\"}")
         XCTAssertEqual([Int64](arrayLiteral: 1, -2).pgValue.type, .int8Array)
         XCTAssertEqual([UInt8]([0, 1]).pgValue.type, .bytea)
         XCTAssertEqual([String?]([nil]).pgValue.type, .textArray)

@@ -116,7 +116,7 @@ final class StoreRepositoryTests: PGTestCase {
         let facts = TransactionFacts(transactionId: "t-1", originalTransactionId: "o-1", productId: "vip.1m", purchaseDateMs: 1_000)
         let purchase = KnownPurchase(purchaseId: "p-1", facts: facts, aliases: ["t-1", "t-1b"])
         let dedupe = DedupeStore(db)
-        try dedupe.save([try DedupeStore.PurchaseRow(subscriptionKey: "s-1", purchase: purchase, encoder: JSONEncoder())])
+        try dedupe.save([DedupeStore.PurchaseRow(subscriptionKey: "s-1", purchase: purchase)])
         try dedupe.record(firstSeen: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")],
                           repeated: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc"): 2])
         XCTAssertEqual(try dedupe.purchases(of: ["s-1", "s-2"]), ["s-1": [purchase]])

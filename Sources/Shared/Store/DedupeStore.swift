@@ -22,13 +22,13 @@ public struct DedupeStore {
     public struct PurchaseRow: BulkRow {
         public var subscriptionKey: String
         public var purchase: KnownPurchase
-        /// `purchase` as JSON (into jsonb: key order does not matter).
+        /// `purchase` as JSON (`KnownPurchase.json`).
         var state: [UInt8]
 
-        public init(subscriptionKey: String, purchase: KnownPurchase, encoder: JSONEncoder) throws {
+        public init(subscriptionKey: String, purchase: KnownPurchase) {
             self.subscriptionKey = subscriptionKey
             self.purchase = purchase
-            state = [UInt8](try encoder.encode(purchase))
+            state = purchase.json
         }
 
         static let columns: [BulkColumn<Self>] = [

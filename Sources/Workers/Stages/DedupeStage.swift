@@ -71,7 +71,7 @@ public struct DedupeStage: StageLogic {
                                                                                 purchases: outcome.changes, position: record.position)))
             Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded"])
         }
-        try store.save(try changedPurchases(known, touched: touched))
+        try store.save(changedPurchases(known, touched: touched))
         try store.record(firstSeen: newlySeen, repeated: repeated)
         return result
     }
@@ -79,12 +79,11 @@ public struct DedupeStage: StageLogic {
     private typealias SeenEvent = DedupeStore.SeenEvent
 
     /// Only the purchases this batch changed (facts or aliases) are written back.
-    private func changedPurchases(_ known: [String: [KnownPurchase]], touched: [String: Set<String>]) throws -> [DedupeStore.PurchaseRow] {
-        let encoder = JSONEncoder()   // into jsonb: key order does not matter
+    private func changedPurchases(_ known: [String: [KnownPurchase]], touched: [String: Set<String>]) -> [DedupeStore.PurchaseRow] {
         var rows: [DedupeStore.PurchaseRow] = []
         for (key, ids) in touched.sorted(by: { $0.key < $1.key }) where !ids.isEmpty {
             for purchase in known[key] ?? [] where ids.contains(purchase.purchaseId) {
-                rows.append(try DedupeStore.PurchaseRow(subscriptionKey: key, purchase: purchase, encoder: encoder))
+                rows.append(DedupeStore.PurchaseRow(subscriptionKey: key, purchase: purchase))
             }
         }
         return rows

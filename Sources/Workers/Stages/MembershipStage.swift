@@ -47,7 +47,7 @@ public struct MembershipStage: StageLogic {
 /// Membership's batch as Store rows, usable outside a stage (benchmarks, rebuilds, replay).
 public struct MembershipWriter {
     let db: PGConnection
-    /// Key order does not matter: every document goes into a jsonb column.
+    /// For the per-user views (states and causes have writers of their own); into jsonb, key order does not matter.
     let encoder = JSONEncoder()
     public init(_ db: PGConnection) { self.db = db }
 
@@ -80,7 +80,7 @@ public struct MembershipWriter {
         }
         // Issue 17: the outbox rows go in with their entries (same transaction), under the users' locks.
         try appendOutbox(described, entryIds: try appendLedger(entries))
-        try store.saveStates(try changed.compactMap { key in try book.subscriptions[key].map { SubscriptionRow($0, json: try json($0)) } })
+        try store.saveStates(changed.compactMap { key in book.subscriptions[key].map { SubscriptionRow($0, json: $0.json) } })
         // After the states: the finance rows take the grant facts from them.
         try store.saveGrants(grantRows(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } }))
         try store.replaceUserMembership(users: affectedUsers.sorted(), with: try userMembershipRows(affectedUsers.sorted(), book))
@@ -97,7 +97,7 @@ public struct MembershipWriter {
         var rows: [LedgerRow] = []
         rows.reserveCapacity(entries.count)
         for (index, entry) in entries.enumerated() {
-            let cause = try causes[entry.commandId] ?? json(entry.cause)
+            let cause = causes[entry.commandId] ?? entry.cause.json
             causes[entry.commandId] = cause
             rows.append(LedgerRow(id: ids[index], entry: entry, cause: cause))
         }

@@ -131,7 +131,26 @@ struct SortedKeyJSON {
         needsComma = true
     }
 
-    private mutating func key(_ key: String) {
+    /// A value without a key (a dictionary's or an array's).
+    mutating func int<T: BinaryInteger>(_ value: T) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func quotedValue(_ value: String) {
+        quoted(value)
+    }
+
+    mutating func array<Element>(_ values: [Element], _ write: (inout SortedKeyJSON, Element) -> Void) {
+        bytes.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            write(&self, value)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    mutating func key(_ key: String) {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
         quoted(key)
         bytes.append(UInt8(ascii: ":"))
@@ -139,24 +158,37 @@ struct SortedKeyJSON {
     }
 
     /// JSONEncoder's escapes: quote, backslash, slash, the short control escapes, \u00XX for the rest below 0x20.
+    /// Runs of bytes that need none are copied at once (this was the writers' largest cost).
     private mutating func quoted(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes += [0x5C, 0x22]
-            case UInt8(ascii: "\\"): bytes += [0x5C, 0x5C]
-            case UInt8(ascii: "/"): bytes += [0x5C, 0x2F]
-            case 0x08: bytes += [0x5C, UInt8(ascii: "b")]
-            case 0x0C: bytes += [0x5C, UInt8(ascii: "f")]
-            case 0x0A: bytes += [0x5C, UInt8(ascii: "n")]
-            case 0x0D: bytes += [0x5C, UInt8(ascii: "r")]
-            case 0x09: bytes += [0x5C, UInt8(ascii: "t")]
-            case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
-            default: bytes.append(byte)
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
+                escape(byte)
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func escape(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""): bytes += [0x5C, 0x22]
+        case UInt8(ascii: "\\"): bytes += [0x5C, 0x5C]
+        case UInt8(ascii: "/"): bytes += [0x5C, 0x2F]
+        case 0x08: bytes += [0x5C, UInt8(ascii: "b")]
+        case 0x0C: bytes += [0x5C, UInt8(ascii: "f")]
+        case 0x0A: bytes += [0x5C, UInt8(ascii: "n")]
+        case 0x0D: bytes += [0x5C, UInt8(ascii: "r")]
+        case 0x09: bytes += [0x5C, UInt8(ascii: "t")]
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            bytes += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+        }
     }
 }
