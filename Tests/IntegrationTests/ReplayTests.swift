@@ -101,7 +101,15 @@ final class ReplayTests: XCTestCase {
                 XCTAssertGreaterThan(report.recordsRead, 0)
             }
         }
-        XCTAssertEqual(try snapshot(db), before, "replays of unchanged code write nothing")
+        let after = try snapshot(db)
+        XCTAssertEqual(after, before, "replays of unchanged code write nothing")
+        // Which table and which first line differ (the whole snapshot is too long to read in a log).
+        for (table, (was, now)) in zip(["ledger", "subscriptions", "user_membership", "grants", "membership_outbox"], zip(before, after))
+        where was != now {
+            let wasLines = was.split(separator: "\n"), nowLines = now.split(separator: "\n")
+            let first = (0..<min(wasLines.count, nowLines.count)).first { wasLines[$0] != nowLines[$0] } ?? min(wasLines.count, nowLines.count)
+            print("[replay] \(table) differs at line \(first) of \(wasLines.count) → \(nowLines.count):\n  before: \(first < wasLines.count ? wasLines[first] : "-")\n  after:  \(first < nowLines.count ? nowLines[first] : "-")")
+        }
     }
 
     /// Dry run, then the real run: the same owners and entry count, and the written entries are
