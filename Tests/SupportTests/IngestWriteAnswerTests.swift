@@ -35,6 +35,34 @@ final class IngestWriteAnswerTests: XCTestCase {
         for body in other { XCTAssertFalse(EdgeChecks.isPlainV2Notification(Array(body.utf8)), body) }
     }
 
+    /// Every field kind against every JSON value type: which ones it takes (nil) and which it refuses.
+    func testV1FieldKindsTakeExactlyTheirJSONTypes() throws {
+        let values: [(String, Any)] = [("string", "abc"), ("number", NSNumber(value: 7)), ("bool", NSNumber(value: true)),
+                                       ("object", ["a": [1, 2]] as [String: Any]), ("array", [["a": 1]] as [Any]), ("null", NSNull())]
+        let taken: [(EdgeChecks.Field, Set<String>)] = [
+            (.text, ["string"]), (.identifier, ["string"]), (.identifierOrNumber, ["string", "number", "bool"]),
+            (.textOrBool, ["string", "number", "bool"]), (.textOrNumber, ["string", "number", "bool"]),
+            (.object, ["object"]), (.objectOrArray, ["object", "array"]),
+        ]
+        for (field, accepted) in taken {
+            for (name, value) in values {
+                let refusal = field.refusal("k", value)
+                XCTAssertEqual(refusal == nil, accepted.contains(name), "\(field) with \(name): \(refusal ?? "taken")")
+                if let refusal { XCTAssert(refusal.hasPrefix("k must be "), refusal) }
+            }
+        }
+        // Strings are still bounded by the kind's rule.
+        XCTAssertNotNil(EdgeChecks.Field.identifier.refusal("bid", String(repeating: "x", count: 10_000)))
+        XCTAssertNotNil(EdgeChecks.Field.text.refusal("environment", String(repeating: "x", count: 1_000_000)))
+        // Parsed JSON, as the checks see it.
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(#"{"u":{"a":[1,{"b":2}]},"l":[{"x":1}],"n":5,"s":"t"}"#.utf8)) as? [String: Any])
+        XCTAssertNil(EdgeChecks.Field.object.refusal("u", object["u"]!))
+        XCTAssertNil(EdgeChecks.Field.objectOrArray.refusal("l", object["l"]!))
+        XCTAssertNil(EdgeChecks.Field.identifierOrNumber.refusal("n", object["n"]!))
+        XCTAssertEqual(EdgeChecks.Field.object.refusal("l", object["l"]!), "l must be an object, not an array")
+        XCTAssertEqual(EdgeChecks.Field.text.refusal("n", object["n"]!), "n must be a string, not a number or boolean")
+    }
+
     func testDeadlinesFallDueOldestFirstAndOnlyOnce() {
         let queue = DeadlineQueue<Int>()
         let start = ContinuousClock.now
