@@ -89,6 +89,36 @@ final class KafkaAdapterTests: XCTestCase {
         XCTAssertThrowsError(try second.commit(again.map { var record = $0; record.topic = "no-such-topic"; return record }))
     }
 
+    func testAsynchronousCommitLandsAndItsFailureIsServedByPoll() throws {
+        let broker = try EmbeddedBroker()
+        let topic = uniqueName("async-commit")
+        try broker.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(config: config(broker))
+        for index in 0..<5 {
+            _ = try producer.sendAndWait(topic: topic, key: nil, value: [UInt8(index)], timeout: .seconds(10))
+        }
+        let consumer = try KafkaConsumer(config: config(broker), groupId: uniqueName("g"), topics: [topic])
+        XCTAssertEqual(try consume(consumer, count: 5).count, 5)
+        try consumer.commitAsync(offsets: [PartitionID(topic: topic, partition: 0): 3])
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try consumer.committedOffsets(topic: topic, partitions: [0], timeout: .seconds(5)) != [0: 3], ContinuousClock.now < deadline {
+            _ = try consumer.poll(maxRecords: 1, timeout: .milliseconds(50))
+        }
+        XCTAssertEqual(try consumer.committedOffsets(topic: topic, partitions: [0], timeout: .seconds(5)), [0: 3])
+        XCTAssertEqual(consumer.takeAsyncCommitFailures().count, 0)
+
+        // A partition of a topic that does not exist: the coordinator refuses it, and the refusal
+        // comes back through poll, not as a thrown error of the call.
+        try consumer.commitAsync(offsets: [PartitionID(topic: "no-such-topic", partition: 0): 1])
+        var failures: [KafkaError] = []
+        while failures.isEmpty, ContinuousClock.now < deadline + .seconds(10) {
+            _ = try consumer.poll(maxRecords: 1, timeout: .milliseconds(50))
+            failures += consumer.takeAsyncCommitFailures()
+        }
+        XCTAssertEqual(failures.count, 1, "the refused asynchronous commit is reported once")
+        XCTAssertEqual(try consumer.committedOffsets(topic: topic, partitions: [0], timeout: .seconds(5)), [0: 3])
+    }
+
     func testIdempotentProducerConfirmsEachRecordOnce() throws {
         let broker = try EmbeddedBroker(brokers: 3)
         let topic = uniqueName("idempotent")

@@ -2,7 +2,7 @@ import CRdKafka
 import Runtime
 import Synchronization
 
-/// A consumer-group member with manual, synchronous offset commits (at-least-once).
+/// A consumer-group member with manual offset commits (at-least-once), synchronous or asynchronous.
 ///
 /// Meant for one worker thread: `poll`, `commit` and `close` block, so never call them on the
 /// Swift cooperative pool. It is `Sendable` so it can be built on one thread and handed to the
@@ -16,6 +16,9 @@ public final class KafkaConsumer: Sendable {
     private let client: RdKafkaClient
     private let state = Mutex(ConsumerState())
     private let rebalances = RebalanceCounter()
+    private let asyncCommits = AsyncCommitResults()
+    /// The consumer queue, where the results of asynchronous commits are served by `poll`.
+    private let queue: QueueHandle
 
     private struct ConsumerState {
         var closed = false
@@ -35,16 +38,22 @@ public final class KafkaConsumer: Sendable {
         }
         // Route everything (rebalances, errors, messages) to rd_kafka_consumer_poll.
         rd_kafka_poll_set_consumer(client.pointer)
+        queue = QueueHandle(pointer: rd_kafka_queue_get_consumer(client.pointer))
         let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
         let error = rd_kafka_subscribe(client.pointer, list)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            if let pointer = queue.pointer { rd_kafka_queue_destroy(pointer) }
             throw KafkaError(error, "subscribe to \(topics.joined(separator: ","))")
         }
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        // The queue reference must go before the handle (RdKafkaClient's deinit destroys it).
+        if let pointer = queue.pointer { rd_kafka_queue_destroy(pointer) }
+    }
 
     /// Waits up to `timeout` for one record, then takes whatever else is already fetched, up to
     /// `maxRecords`. Returns `[]` when nothing arrived (including while the broker is away:
@@ -89,16 +98,44 @@ public final class KafkaConsumer: Sendable {
     /// Commits, synchronously, these next offsets (the offset after the last finished record).
     public func commit(offsets next: [PartitionID: Int64]) throws(KafkaError) {
         guard !next.isEmpty else { return }
-        guard let list = rd_kafka_topic_partition_list_new(Int32(next.count)) else {
-            throw KafkaError(.other, "commit: cannot allocate partition list")
-        }
+        let list = try partitionList(next)
         defer { rd_kafka_topic_partition_list_destroy(list) }
-        for (key, offset) in next {
-            rd_kafka_topic_partition_list_add(list, key.topic, key.partition).pointee.offset = offset
-        }
         let error = rd_kafka_commit(client.pointer, list, 0)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "commit for group \(groupId)") }
         if let failure = firstPartitionError(list, "commit for group \(groupId)") { throw failure }
+    }
+
+    /// Sends these next offsets to the group coordinator without waiting for its answer. Like
+    /// `commit(offsets:)`, call it only once the records' effects are durable: every offset sent is
+    /// then one that may be committed, so a commit that fails, or lands after a later one, only
+    /// means records are delivered again, which at-least-once consumers absorb. The answer is
+    /// served by a later `poll`; failures are collected for `takeAsyncCommitFailures()`.
+    /// Throws only if librdkafka refused to send it.
+    public func commitAsync(offsets next: [PartitionID: Int64]) throws(KafkaError) {
+        guard !next.isEmpty else { return }
+        let list = try partitionList(next)
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = rd_kafka_commit_queue(client.pointer, list, queue.pointer, serveAsyncCommit,
+                                          Unmanaged.passUnretained(asyncCommits).toOpaque())
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, "commit for group \(groupId)") }
+    }
+
+    /// The asynchronous commits whose failure `poll` has served since the last call.
+    public func takeAsyncCommitFailures() -> [KafkaError] {
+        asyncCommits.failures.withLock { failures in
+            defer { failures.removeAll() }
+            return failures
+        }
+    }
+
+    private func partitionList(_ offsets: [PartitionID: Int64]) throws(KafkaError) -> UnsafeMutablePointer<rd_kafka_topic_partition_list_t> {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(offsets.count)) else {
+            throw KafkaError(.other, "commit: cannot allocate partition list")
+        }
+        for (key, offset) in offsets {
+            rd_kafka_topic_partition_list_add(list, key.topic, key.partition).pointee.offset = offset
+        }
+        return list
     }
 
     /// The group's committed offset (the next record to read) for each partition of `topic`;
@@ -265,6 +302,29 @@ private let rebalanceLogger = Logger(component: "kafka")
 /// Counts rebalance callbacks; reached from the C callback through the handle's opaque pointer.
 private final class RebalanceCounter: Sendable {
     let count = Atomic<Int>(0)
+}
+
+/// Failures of asynchronous commits, filled by `serveAsyncCommit` inside `poll` (or `close`).
+private final class AsyncCommitResults: Sendable {
+    let failures = Mutex<[KafkaError]>([])
+}
+
+/// The consumer queue reference. Safe to send: librdkafka's queues are thread-safe, and the
+/// pointer is only passed to librdkafka and destroyed once, in the consumer's `deinit`.
+private struct QueueHandle: @unchecked Sendable {
+    let pointer: OpaquePointer?
+}
+
+/// The result of one `commitAsync`, served on the thread that polls the consumer. The results
+/// object lives as long as the consumer, whose `close` serves the last of these callbacks.
+private func serveAsyncCommit(_ client: OpaquePointer?, _ error: rd_kafka_resp_err_t,
+                              _ offsets: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+                              _ opaque: UnsafeMutableRawPointer?) {
+    guard let opaque else { return }
+    let failure = error != RD_KAFKA_RESP_ERR_NO_ERROR ? KafkaError(error, "asynchronous commit")
+        : offsets.flatMap { firstPartitionError($0, "asynchronous commit") }
+    guard let failure else { return }
+    Unmanaged<AsyncCommitResults>.fromOpaque(opaque).takeUnretainedValue().failures.withLock { $0.append(failure) }
 }
 
 /// Rebalance callback, run inside `rd_kafka_consumer_poll` (or `rd_kafka_consumer_close`) on

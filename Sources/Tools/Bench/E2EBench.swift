@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import HTTPServer
+import LocalStack
 import Postgres
 import Runtime
 import Simulator
@@ -12,8 +13,10 @@ import Store
 /// INITIAL_BUY, V2 SUBSCRIBED, receipt upload in turn), so each must leave its own ledger entry.
 ///
 /// Per run: a trivial libmicrohttpd handler flat out (same client, same connections, same body);
-/// ingest flat out (accepted requests/s with acks=all writes, and events/s from the first request to
-/// the last committed ledger entry); then fixed rates (500, 1,000, 2,000 events/s) with
+/// ingest alone flat out (every other process of dev but the broker stopped while the requests are
+/// posted: ingest's own accepted requests/s with acks=all writes; the pipeline then catches up);
+/// ingest flat out with the pipeline running (accepted requests/s, and events/s from the first
+/// request to the last committed ledger entry); then fixed rates (500, 1,000, 2,000 events/s) with
 /// ingest → ledger latency per event (request written → `ledger.created_at` of its entry, which
 /// is the membership transaction's start: the commit follows within that batch's few ms).
 /// CPU seconds per event of every process from /proc, and peak RSS (VmHWM) of every process.
@@ -46,9 +49,9 @@ public enum E2EBench {
             return try BenchTraffic.make(emitter: emitter, count: count, block: block)
         }
         let warmup = try traffic(300)
-        var planned: [(flat: [BenchTraffic.Event], rated: [[BenchTraffic.Event]])] = []
+        var planned: [(alone: [BenchTraffic.Event], flat: [BenchTraffic.Event], rated: [[BenchTraffic.Event]])] = []
         for _ in 0..<runs {
-            planned.append((try traffic(flatEvents), try rates.map { try traffic(Int($0 * rateSeconds)) }))
+            planned.append((try traffic(flatEvents), try traffic(flatEvents), try rates.map { try traffic(Int($0 * rateSeconds)) }))
         }
         let generation = PipelineBench.seconds(ContinuousClock.now - generationStarted)
         print("e2e: \(block) requests signed in \(String(format: "%.1f", generation)) s; \(runs) run(s), \(connections) connections")
@@ -70,14 +73,20 @@ public enum E2EBench {
         fflush(nil)
 
         _ = try phase("warmup", warmup, to: dev.ingestURL, rate: 500, connections: connections, db: db, processes: &processes)
+        // Ingest alone: only ingest and the broker run while the requests are posted.
+        let pipeline = dev.pids.filter { $0.key != StackPlan.ingestRole && $0.key != StackPlan.brokerRole }.map(\.value)
 
         var results: [[(String, Double)]] = []
         for (index, plan) in planned.enumerated() {
             var figures: [(String, Double)] = []
             let trivialRun = try LoadClient.repeatPost(plan.flat[1].request, to: trivialURL, connections: connections, seconds: trivialSeconds)
             let trivialRate = Double(trivialRun.accepted) / trivialRun.seconds
+            let alone = try phase("ingest alone", plan.alone, to: dev.ingestURL, rate: nil, connections: connections, db: db,
+                                  processes: &processes, stopping: pipeline)
             let flat = try phase("flat out", plan.flat, to: dev.ingestURL, rate: nil, connections: connections, db: db, processes: &processes)
             figures += [("trivial_handler_requests_per_second", trivialRate),
+                        ("ingest_alone_accepted_requests_per_second", alone.acceptedPerSecond),
+                        ("ingest_alone_share_of_trivial_handler", alone.acceptedPerSecond / max(1, trivialRate)),
                         ("ingest_accepted_requests_per_second", flat.acceptedPerSecond),
                         ("ingest_share_of_trivial_handler", flat.acceptedPerSecond / max(1, trivialRate)),
                         ("flat_out_events_per_second_request_to_ledger", flat.sustained),
@@ -130,12 +139,18 @@ public enum E2EBench {
     }
 
     /// Posts `events`, waits until each accepted one has its ledger entry (or 30 s pass without a new
-    /// entry), and measures latencies and every process's CPU over that window.
+    /// entry), and measures latencies and every process's CPU over that window. The processes in
+    /// `stopping` are stopped (SIGSTOP) while the requests are posted and continued after.
     static func phase(_ label: String, _ events: [BenchTraffic.Event], to ingestURL: String, rate: Double?, connections: Int,
-                      db: PGConnection, processes: inout ProcessTable) throws -> PhaseResult {
+                      db: PGConnection, processes: inout ProcessTable, stopping: [Int32] = []) throws -> PhaseResult {
         let sequenceBefore = try PipelineBench.ledgerSequence(db)
         let cpuBefore = processes.cpuSeconds()
-        let sent = try LoadClient.post(events.map(\.request), to: ingestURL, connections: connections, ratePerSecond: rate)
+        for pid in stopping { kill(pid, SIGSTOP) }
+        // Continued before anything else can throw: a member stopped past its session timeout is
+        // evicted from its group (a rebalance), which would spoil the phases after this one.
+        let posted = Result { try LoadClient.post(events.map(\.request), to: ingestURL, connections: connections, ratePerSecond: rate) }
+        for pid in stopping { kill(pid, SIGCONT) }
+        let sent = try posted.get()
         let accepted = sent.accepted
         let keys = events.indices.filter { (200...206).contains(sent.status[$0]) }.map { events[$0].subscriptionKey }
         var committed: [String: Double] = [:]

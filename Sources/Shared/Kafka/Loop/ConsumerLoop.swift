@@ -101,6 +101,7 @@ public final class ConsumerLoop: Sendable {
                     onReadinessChange: (Bool) -> Void = { _ in }) throws -> Int32 {
         let consumer = try KafkaConsumer(config: config.consumerKafka, groupId: config.groupId, topics: config.topics)
         let producer = try KafkaProducer(config: config.producerKafka)
+        var commits = OffsetCommits()
         defer {
             consumer.close()
             producer.close()
@@ -153,6 +154,7 @@ public final class ConsumerLoop: Sendable {
                     event = .failed(error.kind == .fatal ? .critical(error.description) : .infrastructure(error.description))
                 }
                 lag.refreshIfDue(consumer)
+                settle(&commits, consumer)
                 onIdle()
             case .pause(let partitions):
                 event = attempt("pause") { () throws(KafkaError) in try consumer.pause(partitions) }
@@ -207,7 +209,11 @@ public final class ConsumerLoop: Sendable {
             case .commitOffsets(let offsets):
                 config.failpoints.crashIfHit(.beforeOffsetCommit)
                 do {
-                    try consumer.commit(offsets: offsets)
+                    // Asynchronous: the batch's effects are durable already (PostgreSQL committed,
+                    // outputs acknowledged), so the loop need not wait for the coordinator; a
+                    // failure is served by a later poll and the offsets sent again (`settle`).
+                    try consumer.commitAsync(offsets: offsets)
+                    commits.sent(offsets)
                     lag.committed(offsets)
                     event = .done
                 } catch {
@@ -217,6 +223,15 @@ public final class ConsumerLoop: Sendable {
                 }
             case .stop(let code, let reason):
                 if code == 0 {
+                    // A clean stop leaves the group's offsets where the work ended: the offsets sent
+                    // last, for the partitions still held, once more and waiting for the answer.
+                    do {
+                        let held = consumer.assignment
+                        try consumer.commit(offsets: commits.latest.filter { held.contains($0.key) })
+                    } catch {
+                        metrics.increment("storeledger_loop_commit_failures_total", labels)
+                        logger.warning("offset_commit_failed", ["error": .string(error.description)])
+                    }
                     logger.info("loop_stopped", ["reason": .string(reason)])
                 } else {
                     logger.error("loop_stopped_critical", ["reason": .string(reason)])
@@ -226,6 +241,25 @@ public final class ConsumerLoop: Sendable {
             }
             action = machine.next(event, nowMs: clock())
         }
+    }
+
+    /// Counts and logs the asynchronous commits that failed, and sends the latest offsets of the
+    /// partitions still held again (at most once a second): without that, a partition whose last
+    /// commit failed would keep its old offset until its next record.
+    private func settle(_ commits: inout OffsetCommits, _ consumer: KafkaConsumer) {
+        let failures = consumer.takeAsyncCommitFailures()
+        for failure in failures {
+            metrics.increment("storeledger_loop_commit_failures_total", ["stage": config.name])
+            logger.warning("offset_commit_failed", ["error": .string(failure.description)])
+        }
+        if !failures.isEmpty { commits.resendDue = true }
+        let now = ContinuousClock.now
+        guard commits.resendDue, now - commits.lastResend >= .seconds(1) else { return }
+        commits.lastResend = now
+        let assignment = consumer.assignment
+        let held = commits.latest.filter { assignment.contains($0.key) }
+        commits.latest = held
+        commits.resendDue = (try? consumer.commitAsync(offsets: held)) == nil
     }
 
     private func attempt(_ what: String, _ body: () throws(KafkaError) -> Void) -> ConsumerLoopMachine.Event {
@@ -267,6 +301,18 @@ public final class ConsumerLoop: Sendable {
             throw KafkaError(.timedOut, "broker did not acknowledge \(records.count) records within \(config.produceTimeout)")
         }
         if let error = firstError.withLock({ $0 }) { throw error }
+    }
+}
+
+/// The offsets the loop sent to the coordinator asynchronously: the latest per partition, so a
+/// failed commit can be sent again and a clean stop can leave them committed.
+struct OffsetCommits {
+    var latest: [PartitionID: Int64] = [:]
+    var resendDue = false
+    var lastResend = ContinuousClock.Instant.now - .seconds(60)
+
+    mutating func sent(_ offsets: [PartitionID: Int64]) {
+        latest.merge(offsets) { max($0, $1) }
     }
 }
 
