@@ -11,13 +11,13 @@ final class JWSHeaderCacheTests: XCTestCase {
         let b = ArraySlice(Array("eyJhbGciOiJFUzI1NyJ9".utf8))   // same length, one byte differs
         XCTAssertNil(cache.lookup(a))
         cache.insert(a, header: ["alg": "ES256"])
-        XCTAssertEqual(cache.lookup(a)?["alg"] as? String, "ES256")
+        XCTAssertEqual(cache.lookup(a)?.header["alg"] as? String, "ES256")
         XCTAssertNil(cache.lookup(b))
         cache.insert(b, header: ["alg": "ES257"])
         cache.insert(ArraySlice(Array("eyJ4IjoxfQ".utf8)), header: ["x": 1])
         // Capacity two: the oldest entry went, the newer ones stay.
         XCTAssertNil(cache.lookup(a))
-        XCTAssertEqual(cache.lookup(b)?["alg"] as? String, "ES257")
+        XCTAssertEqual(cache.lookup(b)?.header["alg"] as? String, "ES257")
         // Oversized segments are never cached.
         let big = ArraySlice([UInt8](repeating: UInt8(ascii: "A"), count: 65))
         cache.insert(big, header: ["big": true])

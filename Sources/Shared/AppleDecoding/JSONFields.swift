@@ -41,7 +41,7 @@ struct JSONFields {
     /// object): an id of the wrong JSON type refuses the input instead of dropping the transaction.
     func invalidString(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !(value is NSNull) else { return false }
+            guard let value = object[key], !isNull(value) else { return false }
             return string(key) == nil
         }
     }
@@ -51,7 +51,7 @@ struct JSONFields {
     /// missing, which would silently drop the transaction. Empty strings and null count as absent.
     func invalidNumber(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !(value is NSNull) else { return false }
+            guard let value = object[key], !isNull(value) else { return false }
             if let text = value as? String, text.isEmpty { return false }
             return int64(key) == nil
         }
