@@ -20,7 +20,7 @@ struct CompactJWS {
     static func parse(_ token: String) -> Result<CompactJWS, JWSVerificationFailure> {
         let bytes = Array(token.utf8)
         guard let lastDot = bytes.lastIndex(of: UInt8(ascii: ".")),
-              let firstDot = bytes[..<lastDot].firstIndex(of: UInt8(ascii: ".")) else {
+              let firstDot = firstDot(in: bytes), firstDot < lastDot else {
             return .failure(.init(.verificationFailure, "JWS does not have three segments"))
         }
         let headerSegment = bytes[..<firstDot]
@@ -63,6 +63,15 @@ struct CompactJWS {
         guard signature.count == 64 else { return false }
         if let signingPrefix { return key.verify(rawSignature: signature, prefix: signingPrefix, suffix: payloadSegment) }
         return key.verify(rawSignature: signature, message: signingInput)
+    }
+
+    /// The first `.`, found with memchr: it follows the ~5.5 KB header segment, which a
+    /// byte-at-a-time search walked on every JWS (the last `.` is found from the end, near).
+    private static func firstDot(in bytes: [UInt8]) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, let found = memchr(base, Int32(UInt8(ascii: ".")), buffer.count) else { return nil }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        }
     }
 
     /// PyJWT's header rules: `kid` must be a string; `crit` names extensions the verifier must
