@@ -336,7 +336,8 @@ final class VerifiedPathCache: Sendable {
         func hash(into hasher: inout Hasher) {
             func combine(_ text: String.UTF8View) {
                 hasher.combine(text.count)
-                for byte in text.suffix(32) { hasher.combine(byte) }
+                let hashed = text.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.suffix(32)))) }
+                if hashed == nil { for byte in text.suffix(32) { hasher.combine(byte) } }
             }
             hasher.combine(strict)
             combine(leaf.utf8)
