@@ -336,7 +336,7 @@ final class VerifiedPathCache: Sendable {
         func hash(into hasher: inout Hasher) {
             func combine(_ text: String.UTF8View) {
                 hasher.combine(text.count)
-                let hashed = text.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.suffix(32)))) }
+                let hashed: Void? = text.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.suffix(32)))) }
                 if hashed == nil { for byte in text.suffix(32) { hasher.combine(byte) } }
             }
             hasher.combine(strict)
