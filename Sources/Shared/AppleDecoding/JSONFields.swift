@@ -21,8 +21,9 @@ struct JSONFields {
         case other
     }
 
-    private func scalar(_ key: String) -> Scalar? {
-        guard let value = object[key] else { return nil }
+    private func scalar(_ key: String) -> Scalar? { object[key].map(Self.scalar) }
+
+    private static func scalar(_ value: Any) -> Scalar {
         if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return .number(number) }
         if let text = value as? String { return .text(text) }
         return .other
@@ -36,11 +37,13 @@ struct JSONFields {
         }
     }
 
-    func int64(_ key: String) -> Int64? {
-        switch scalar(key) {
-        case .text(let s): return Int64(s) ?? Double(s).flatMap(Self.int64)
-        case .number(let n): return Self.int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
-        default: return nil
+    func int64(_ key: String) -> Int64? { scalar(key).flatMap(Self.int64) }
+
+    private static func int64(_ scalar: Scalar) -> Int64? {
+        switch scalar {
+        case .text(let s): return Int64(s) ?? Double(s).flatMap(int64)
+        case .number(let n): return int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
+        case .other: return nil
         }
     }
 
@@ -68,8 +71,9 @@ struct JSONFields {
     func invalidNumber(_ keys: [String]) -> String? {
         keys.first { key in
             guard let value = object[key], !isNull(value) else { return false }
-            if case .text(let text) = scalar(key), text.isEmpty { return false }
-            return int64(key) == nil
+            let scalar = Self.scalar(value)  // one lookup per key
+            if case .text(let text) = scalar, text.isEmpty { return false }
+            return Self.int64(scalar) == nil
         }
     }
 
