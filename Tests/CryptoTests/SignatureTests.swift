@@ -68,6 +68,12 @@ final class SignatureTests: XCTestCase {
         }
         // P-384 width: 48-byte components, 96-byte raw.
         XCTAssertEqual(try ECDSASignature(der: signature.der, componentLength: 48).raw.count, 96)
+        // A zero component is INTEGER 0; P-521-wide components with the high bit set need the long length form.
+        XCTAssertEqual(try ECDSASignature(raw: [UInt8](repeating: 0, count: 32) + s).der, [0x30, 0x06, 0x02, 0x01, 0x00, 0x02, 0x01, 0x05])
+        let wide = [UInt8](repeating: 0x80, count: 66)
+        let wideDER = try ECDSASignature(raw: wide + wide).der
+        XCTAssertEqual(wideDER, [0x30, 0x81, 0x8A] + [0x02, 0x43, 0x00] + wide + [0x02, 0x43, 0x00] + wide)
+        XCTAssertEqual(try ECDSASignature(der: wideDER, componentLength: 66).raw, wide + wide)
     }
 
     func testNonCanonicalDERIsRejected() {

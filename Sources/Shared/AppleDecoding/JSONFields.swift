@@ -12,19 +12,38 @@ struct JSONFields {
         self.object = object
     }
 
+    /// A value as one of JSONSerialization's scalar kinds, the cheap test first: `as? String` on
+    /// an NSNumber (which never is one) goes through the runtime's bridging lookups to fail, and
+    /// `as? NSNumber` on a Swift string first bridges it to an NSString.
+    private enum Scalar {
+        case text(String)
+        case number(NSNumber)
+        case other
+    }
+
+    private func scalar(_ key: String) -> Scalar? { object[key].map(Self.scalar) }
+
+    private static func scalar(_ value: Any) -> Scalar {
+        if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return .number(number) }
+        if let text = value as? String { return .text(text) }
+        return .other
+    }
+
     func string(_ key: String) -> String? {
-        switch object[key] {
-        case let s as String: return s
-        case let n as NSNumber: return n.stringValue
+        switch scalar(key) {
+        case .text(let s): return s
+        case .number(let n): return n.stringValue
         default: return nil
         }
     }
 
-    func int64(_ key: String) -> Int64? {
-        switch object[key] {
-        case let s as String: return Int64(s) ?? Double(s).flatMap(Self.int64)
-        case let n as NSNumber: return Self.int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
-        default: return nil
+    func int64(_ key: String) -> Int64? { scalar(key).flatMap(Self.int64) }
+
+    private static func int64(_ scalar: Scalar) -> Int64? {
+        switch scalar {
+        case .text(let s): return Int64(s) ?? Double(s).flatMap(int64)
+        case .number(let n): return int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
+        case .other: return nil
         }
     }
 
@@ -41,7 +60,7 @@ struct JSONFields {
     /// object): an id of the wrong JSON type refuses the input instead of dropping the transaction.
     func invalidString(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !(value is NSNull) else { return false }
+            guard let value = object[key], !isNull(value) else { return false }
             return string(key) == nil
         }
     }
@@ -51,22 +70,23 @@ struct JSONFields {
     /// missing, which would silently drop the transaction. Empty strings and null count as absent.
     func invalidNumber(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !(value is NSNull) else { return false }
-            if let text = value as? String, text.isEmpty { return false }
-            return int64(key) == nil
+            guard let value = object[key], !isNull(value) else { return false }
+            let scalar = Self.scalar(value)  // one lookup per key
+            if case .text(let text) = scalar, text.isEmpty { return false }
+            return Self.int64(scalar) == nil
         }
     }
 
     /// "true"/"false" (V1 body), "1"/"0" (receipts), true/false, 1/0.
     func bool(_ key: String) -> Bool? {
-        switch object[key] {
-        case let s as String:
+        switch scalar(key) {
+        case .text(let s):
             switch s.lowercased() {
             case "true", "1": return true
             case "false", "0": return false
             default: return nil
             }
-        case let n as NSNumber: return n.boolValue
+        case .number(let n): return n.boolValue
         default: return nil
         }
     }

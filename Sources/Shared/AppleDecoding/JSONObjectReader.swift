@@ -54,9 +54,10 @@ private struct JSONCursor {
     mutating func object(depth: Int) -> [String: Any]? {
         guard depth <= JSONObjectReader.maxDepth else { return nil }
         index += 1
-        var result: [String: Any] = [:]
         skipWhitespace()
-        if peek == UInt8(ascii: "}") { index += 1; return result }
+        if peek == UInt8(ascii: "}") { index += 1; return [:] }
+        // Apple's objects hold 5–25 keys: room for 12 up front saves most of the regrowth (a rehash each).
+        var result: [String: Any] = Dictionary(minimumCapacity: 12)
         while true {
             skipWhitespace()
             guard peek == UInt8(ascii: "\""), let key = string() else { return nil }

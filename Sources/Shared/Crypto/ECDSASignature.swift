@@ -39,7 +39,7 @@ public struct ECDSASignature: Sendable, Hashable {
     public var s: [UInt8] { Array(raw[componentLength...]) }
 
     /// Canonical DER encoding.
-    public var der: [UInt8] { DERSignatureCodec.encode(r: r, s: s) }
+    public var der: [UInt8] { DERSignatureCodec.encode(r: raw[..<componentLength], s: raw[componentLength...]) }
 }
 
 /// Minimal, strict DER for `SEQUENCE { INTEGER, INTEGER }` with non-negative integers.
@@ -55,20 +55,33 @@ enum DERSignatureCodec {
         return (r, s)
     }
 
-    static func encode(r: [UInt8], s: [UInt8]) -> [UInt8] {
-        let body = integer(r) + integer(s)
-        return [0x30] + length(body.count) + body
+    /// Written into one array (a JWS verification converts every r‖s signature to DER).
+    static func encode(r: ArraySlice<UInt8>, s: ArraySlice<UInt8>) -> [UInt8] {
+        // Each INTEGER: the magnitude without leading zeros, after a 0x00 when empty or its top bit is set.
+        let r = r.drop { $0 == 0 }, s = s.drop { $0 == 0 }
+        let rPad = r.first.map { $0 & 0x80 != 0 } ?? true, sPad = s.first.map { $0 & 0x80 != 0 } ?? true
+        let rCount = r.count + (rPad ? 1 : 0), sCount = s.count + (sPad ? 1 : 0)
+        let bodyCount = 1 + lengthSize(rCount) + rCount + 1 + lengthSize(sCount) + sCount
+        var out: [UInt8] = []
+        out.reserveCapacity(1 + lengthSize(bodyCount) + bodyCount)
+        func appendLength(_ count: Int) {
+            if count >= 0x80 { out.append(0x81) }
+            out.append(UInt8(count))
+        }
+        func appendInteger(_ digits: ArraySlice<UInt8>, pad: Bool, count: Int) {
+            out.append(0x02)
+            appendLength(count)
+            if pad { out.append(0) }
+            out.append(contentsOf: digits)
+        }
+        out.append(0x30)
+        appendLength(bodyCount)
+        appendInteger(r, pad: rPad, count: rCount)
+        appendInteger(s, pad: sPad, count: sCount)
+        return out
     }
 
-    private static func integer(_ magnitude: [UInt8]) -> [UInt8] {
-        var bytes = Array(magnitude.drop { $0 == 0 })
-        if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-        return [0x02] + length(bytes.count) + bytes
-    }
-
-    private static func length(_ count: Int) -> [UInt8] {
-        count < 0x80 ? [UInt8(count)] : [0x81, UInt8(count)]
-    }
+    private static func lengthSize(_ count: Int) -> Int { count < 0x80 ? 1 : 2 }
 
     /// Short form, or 0x81 with a value >= 0x80 (anything else is non-canonical or too long).
     private static func readLength(_ der: [UInt8], _ index: inout Int) -> Int? {

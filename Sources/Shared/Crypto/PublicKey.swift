@@ -94,14 +94,28 @@ public final class PublicKey: @unchecked Sendable, Hashable, CustomStringConvert
         return verify(signature: signature, message: message, digest: digest)
     }
 
+    /// Verifies a JWS-style r‖s signature over prefix ‖ `suffix`, the prefix's digest state
+    /// already fed (see `DigestPrefix`): the same verdict as `verify(rawSignature:message:)` of
+    /// the whole message with the prefix's digest algorithm.
+    public func verify(rawSignature: [UInt8], prefix: DigestPrefix, suffix: some ContiguousBytes) -> Bool {
+        guard let signature = try? ECDSASignature(raw: rawSignature),
+              let length = type.ecdsaComponentLength, signature.componentLength == length else { return false }
+        let der = signature.der
+        guard !der.isEmpty, let hashed = prefix.hash(continuing: suffix) else { return false }
+        return der.withUnsafeBufferPointer { verifyDigest(signature: $0, hashed: hashed, digest: prefix.algorithm) }
+    }
+
     private func digestVerify(signature: UnsafeBufferPointer<UInt8>, message: UnsafeRawBufferPointer, digest: DigestAlgorithm) -> Bool {
+        verifyDigest(signature: signature, hashed: digest.hash(message), digest: digest)
+    }
+
+    /// The same verdict as EVP_DigestVerify: the message already hashed, the digest verified with
+    /// the digest's identity set on the context (PKCS#1 v1.5 DigestInfo for RSA).
+    private func verifyDigest(signature: UnsafeBufferPointer<UInt8>, hashed: [UInt8], digest: DigestAlgorithm) -> Bool {
         // Expected failures leave entries on the thread's error queue; never let them leak.
         defer { OpenSSLErrorQueue.clear() }
-        // The same verdict as EVP_DigestVerify: hash, then verify the digest with the digest's
-        // identity set on the context (PKCS#1 v1.5 DigestInfo for RSA).
         guard let template = verifyContext(digest), let context = EVP_PKEY_CTX_dup(template) else { return false }
         defer { EVP_PKEY_CTX_free(context) }
-        let hashed = digest.hash(message)
         return EVP_PKEY_verify(context, signature.baseAddress, signature.count, hashed, hashed.count) == 1
     }
 

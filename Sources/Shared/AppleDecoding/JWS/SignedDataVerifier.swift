@@ -170,7 +170,7 @@ public struct SignedDataVerifier: Sendable {
         case .failure(let failure): return .failure(failure)
         }
         if skipLocalVerification { return .success(DecodedJWS(header: jws.header, payload: jws.payload)) }
-        guard let x5c = jws.header["x5c"], !(x5c is NSNull) else {
+        guard let x5c = jws.header["x5c"], !isNull(x5c) else {
             return .failure(.init(.verificationFailure, "JWS header has no x5c certificate chain"))
         }
         guard let chain = x5c as? [Any], !chain.isEmpty else {
@@ -195,8 +195,7 @@ public struct SignedDataVerifier: Sendable {
         guard leafKey.type == .p256 else {
             return .failure(.init(.verificationFailure, "signing certificate key is not EC P-256, as ES256 requires"))
         }
-        guard jws.signature.count == 64,
-              leafKey.verify(rawSignature: jws.signature, message: jws.signingInput) else {
+        guard jws.signatureVerifies(with: leafKey) else {
             return .failure(.init(.verificationFailure, "ES256 signature does not verify with the signing certificate"))
         }
         if let problem = Self.claimProblem(jws.payload, now: now()) {
@@ -208,8 +207,8 @@ public struct SignedDataVerifier: Sendable {
     /// `signedDate` (else `receiptCreationDate`) in ms, floored to seconds as Apple does; now when
     /// neither is present. A value that is not a number is a verification failure.
     static func effectiveDate(_ payload: [String: Any], now: () -> Date) -> Result<Date, JWSVerificationFailure> {
-        let raw = payload["signedDate"].flatMap { $0 is NSNull ? nil : $0 }
-            ?? payload["receiptCreationDate"].flatMap { $0 is NSNull ? nil : $0 }
+        let raw = payload["signedDate"].flatMap { isNull($0) ? nil : $0 }
+            ?? payload["receiptCreationDate"].flatMap { isNull($0) ? nil : $0 }
         guard let raw else { return .success(now()) }
         guard let ms = pythonInt(raw) else {
             return .failure(.init(.verificationFailure, "signedDate is not a number"))
@@ -330,6 +329,20 @@ final class VerifiedPathCache: Sendable {
         let leaf: String
         let intermediate: String
         let strict: Bool
+
+        /// Hashes the lengths and the last bytes of the two base64 texts (their certificates'
+        /// signatures, distinct per certificate), not ~3 KB of text per JWS; equality still
+        /// compares every byte (and the texts of a cached header are the very same strings).
+        func hash(into hasher: inout Hasher) {
+            func combine(_ text: String.UTF8View) {
+                hasher.combine(text.count)
+                let hashed: Void? = text.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.suffix(32)))) }
+                if hashed == nil { for byte in text.suffix(32) { hasher.combine(byte) } }
+            }
+            hasher.combine(strict)
+            combine(leaf.utf8)
+            combine(intermediate.utf8)
+        }
     }
 
     private struct Entry: Sendable {

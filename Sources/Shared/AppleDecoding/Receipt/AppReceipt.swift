@@ -68,26 +68,38 @@ public struct InAppPurchase: Sendable, Equatable, Codable {
 /// Reads the receipt payload: `SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`,
 /// each value itself DER (a string, an integer, a date, or for 17 a nested SET of the same shape).
 /// Unknown attributes are skipped; a known attribute whose value does not decode is an error.
+/// Everything is read through one `ASN1Cursor` over the payload: values are index ranges into it.
 enum ReceiptPayloadParser {
     static func parse(_ payload: [UInt8]) throws(ASN1Error) -> AppReceipt {
+        let parsed: Result<AppReceipt, ASN1Error> = payload.withUnsafeBufferPointer { buffer in
+            do throws(ASN1Error) {
+                return .success(try parse(ASN1Cursor(buffer, 0..<buffer.count)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try parsed.get()
+    }
+
+    private static func parse(_ payload: ASN1Cursor) throws(ASN1Error) -> AppReceipt {
         var receipt = AppReceipt(bundleId: "", bundleIdDER: [], opaqueValue: [], sha1Hash: [], inApp: [])
         var sawBundle = false
-        for (type, value) in try attributes(payload[...], depth: 0) {
+        for (type, value) in try attributes(payload, depth: 0) {
             switch Int(clamping: type) {
-            case AppReceipt.Attribute.receiptType: receipt.receiptType = try string(value)
-            case AppReceipt.Attribute.appItemId: receipt.appItemId = try? integer(value)
+            case AppReceipt.Attribute.receiptType: receipt.receiptType = try string(payload, value)
+            case AppReceipt.Attribute.appItemId: receipt.appItemId = try? integer(payload, value)
             case AppReceipt.Attribute.bundleId:
-                receipt.bundleId = try string(value)
-                receipt.bundleIdDER = Array(value)
+                receipt.bundleId = try string(payload, value)
+                receipt.bundleIdDER = payload.copy(value)
                 sawBundle = true
-            case AppReceipt.Attribute.appVersion: receipt.appVersion = try string(value)
-            case AppReceipt.Attribute.originalAppVersion: receipt.originalAppVersion = try string(value)
-            case AppReceipt.Attribute.opaqueValue: receipt.opaqueValue = Array(value)
-            case AppReceipt.Attribute.sha1Hash: receipt.sha1Hash = Array(value)
-            case AppReceipt.Attribute.creationDate: receipt.creationDateMs = try date(value)
-            case AppReceipt.Attribute.expirationDate: receipt.expirationDateMs = try date(value)
-            case AppReceipt.Attribute.originalPurchaseDate: receipt.originalPurchaseDateMs = try date(value)
-            case AppReceipt.Attribute.inApp: receipt.inApp.append(try inAppPurchase(value))
+            case AppReceipt.Attribute.appVersion: receipt.appVersion = try string(payload, value)
+            case AppReceipt.Attribute.originalAppVersion: receipt.originalAppVersion = try string(payload, value)
+            case AppReceipt.Attribute.opaqueValue: receipt.opaqueValue = payload.copy(value)
+            case AppReceipt.Attribute.sha1Hash: receipt.sha1Hash = payload.copy(value)
+            case AppReceipt.Attribute.creationDate: receipt.creationDateMs = try date(payload, value)
+            case AppReceipt.Attribute.expirationDate: receipt.expirationDateMs = try date(payload, value)
+            case AppReceipt.Attribute.originalPurchaseDate: receipt.originalPurchaseDateMs = try date(payload, value)
+            case AppReceipt.Attribute.inApp: receipt.inApp.append(try inAppPurchase(ASN1Cursor(payload.bytes, value)))
             default: continue
             }
         }
@@ -95,28 +107,28 @@ enum ReceiptPayloadParser {
         return receipt
     }
 
-    static func inAppPurchase(_ bytes: ArraySlice<UInt8>) throws(ASN1Error) -> InAppPurchase {
+    private static func inAppPurchase(_ bytes: ASN1Cursor) throws(ASN1Error) -> InAppPurchase {
         var purchase = InAppPurchase(quantity: 1, productId: "", transactionId: "", originalTransactionId: "")
         var originalSeen = false
         for (type, value) in try attributes(bytes, depth: 2) {
             switch Int(clamping: type) {
-            case InAppPurchase.Attribute.quantity: purchase.quantity = Int(try integer(value))
-            case InAppPurchase.Attribute.productId: purchase.productId = try string(value)
-            case InAppPurchase.Attribute.transactionId: purchase.transactionId = try string(value)
+            case InAppPurchase.Attribute.quantity: purchase.quantity = Int(try integer(bytes, value))
+            case InAppPurchase.Attribute.productId: purchase.productId = try string(bytes, value)
+            case InAppPurchase.Attribute.transactionId: purchase.transactionId = try string(bytes, value)
             case InAppPurchase.Attribute.originalTransactionId:
-                purchase.originalTransactionId = try string(value)
+                purchase.originalTransactionId = try string(bytes, value)
                 originalSeen = true
-            case InAppPurchase.Attribute.purchaseDate: purchase.purchaseDateMs = try date(value)
-            case InAppPurchase.Attribute.originalPurchaseDate: purchase.originalPurchaseDateMs = try date(value)
-            case InAppPurchase.Attribute.productType: purchase.productType = try? integer(value)
-            case InAppPurchase.Attribute.expiresDate: purchase.expiresDateMs = try date(value)
+            case InAppPurchase.Attribute.purchaseDate: purchase.purchaseDateMs = try date(bytes, value)
+            case InAppPurchase.Attribute.originalPurchaseDate: purchase.originalPurchaseDateMs = try date(bytes, value)
+            case InAppPurchase.Attribute.productType: purchase.productType = try? integer(bytes, value)
+            case InAppPurchase.Attribute.expiresDate: purchase.expiresDateMs = try date(bytes, value)
             case InAppPurchase.Attribute.webOrderLineItemId:
-                purchase.webOrderLineItemId = (try? integer(value)).map(String.init) ?? (try? string(value))
-            case InAppPurchase.Attribute.cancellationDate: purchase.cancellationDateMs = try date(value)
-            case InAppPurchase.Attribute.trialPeriod: purchase.isTrialPeriod = try integer(value) != 0
-            case InAppPurchase.Attribute.introOfferPeriod: purchase.isInIntroOfferPeriod = try integer(value) != 0
+                purchase.webOrderLineItemId = (try? integer(bytes, value)).map(String.init) ?? (try? string(bytes, value))
+            case InAppPurchase.Attribute.cancellationDate: purchase.cancellationDateMs = try date(bytes, value)
+            case InAppPurchase.Attribute.trialPeriod: purchase.isTrialPeriod = try integer(bytes, value) != 0
+            case InAppPurchase.Attribute.introOfferPeriod: purchase.isInIntroOfferPeriod = try integer(bytes, value) != 0
             case InAppPurchase.Attribute.promotionalOfferId:
-                let text = try string(value)
+                let text = try string(bytes, value)
                 purchase.promotionalOfferId = text.isEmpty ? nil : text
             default: continue
             }
@@ -128,26 +140,31 @@ enum ReceiptPayloadParser {
         return purchase
     }
 
-    /// The SET's attributes. The value of each is the OCTET STRING's content, itself one element.
-    private static func attributes(_ bytes: ArraySlice<UInt8>, depth: Int) throws(ASN1Error) -> [(Int64, ArraySlice<UInt8>)] {
-        var reader = ASN1Reader(bytes)
+    /// The SET's attributes (the first element of `bytes`; what follows it is ignored). The value
+    /// of each is the OCTET STRING's content, itself one element. Every attribute is read before
+    /// any is checked, as the children of the SET always were.
+    private static func attributes(_ bytes: ASN1Cursor, depth: Int) throws(ASN1Error) -> [(Int64, Range<Int>)] {
+        var reader = bytes
         let set = try reader.next(depth: depth)
         guard set.isUniversal(ASN1Element.set), set.constructed else { throw ASN1Error("receipt payload is not an ASN.1 SET") }
-        var result: [(Int64, ArraySlice<UInt8>)] = []
-        for attribute in try ASN1Reader.children(of: set, depth: depth) {
+        var children = ASN1Cursor(bytes.bytes, set.content)
+        var spans: [ASN1Span] = []
+        while !children.isAtEnd { spans.append(try children.next(depth: depth + 1)) }
+        var result: [(Int64, Range<Int>)] = []
+        result.reserveCapacity(spans.count)
+        for attribute in spans {
             guard attribute.isUniversal(ASN1Element.sequence) else { throw ASN1Error("receipt attribute is not a SEQUENCE") }
-            let (type, value) = try typeAndValue(of: attribute, depth: depth + 1)
-            result.append((try type.integerValue(), value.content))
+            let (type, value) = try typeAndValue(of: attribute, in: bytes, depth: depth + 1)
+            result.append((try bytes.integerValue(type), value.content))
         }
         return result
     }
 
-    /// Fields 0 and 2 of an attribute, every field read (and checked) as `children(of:)` reads
-    /// them, without an array per attribute: a receipt has dozens of attributes per purchase.
-    private static func typeAndValue(of attribute: ASN1Element, depth: Int) throws(ASN1Error) -> (ASN1Element, ASN1Element) {
+    /// Fields 0 and 2 of an attribute, every field read (and checked) in order.
+    private static func typeAndValue(of attribute: ASN1Span, in bytes: ASN1Cursor, depth: Int) throws(ASN1Error) -> (ASN1Span, ASN1Span) {
         guard attribute.constructed else { throw ASN1Error("expected a constructed element") }
-        var fields = ASN1Reader(attribute.content)
-        var type: ASN1Element?, value: ASN1Element?
+        var fields = ASN1Cursor(bytes.bytes, attribute.content)
+        var type: ASN1Span?, value: ASN1Span?
         var count = 0
         while !fields.isAtEnd {
             let field = try fields.next(depth: depth + 1)
@@ -160,22 +177,23 @@ enum ReceiptPayloadParser {
         return (type, value)
     }
 
-    private static func element(_ bytes: ArraySlice<UInt8>) throws(ASN1Error) -> ASN1Element {
-        var reader = ASN1Reader(bytes)
+    /// The first element of an attribute's value (what follows it is ignored).
+    private static func element(_ bytes: ASN1Cursor, _ value: Range<Int>) throws(ASN1Error) -> ASN1Span {
+        var reader = ASN1Cursor(bytes.bytes, value)
         return try reader.next(depth: ASN1Reader.maxDepth - 2)
     }
 
-    private static func string(_ value: ArraySlice<UInt8>) throws(ASN1Error) -> String {
-        try element(value).stringValue()
+    private static func string(_ bytes: ASN1Cursor, _ value: Range<Int>) throws(ASN1Error) -> String {
+        try bytes.stringValue(element(bytes, value))
     }
 
-    private static func integer(_ value: ArraySlice<UInt8>) throws(ASN1Error) -> Int64 {
-        try element(value).integerValue()
+    private static func integer(_ bytes: ASN1Cursor, _ value: Range<Int>) throws(ASN1Error) -> Int64 {
+        try bytes.integerValue(element(bytes, value))
     }
 
     /// An IA5String RFC 3339 date; empty means absent (Apple leaves some dates empty).
-    private static func date(_ value: ArraySlice<UInt8>) throws(ASN1Error) -> Int64? {
-        let text = try string(value)
+    private static func date(_ bytes: ASN1Cursor, _ value: Range<Int>) throws(ASN1Error) -> Int64? {
+        let text = try string(bytes, value)
         if text.isEmpty { return nil }
         guard let ms = RFC3339.milliseconds(text) else { throw ASN1Error("receipt date \"\(text)\" is not RFC 3339") }
         return ms

@@ -198,15 +198,25 @@ final class ReceiptSignerCache: Sendable {
         let signerIndex: Int
         let strict: Bool
 
-        // Hash the DER as memory: the synthesized Hashable feeds the hasher byte by byte.
+        // Hash each certificate's length and last 32 bytes (its signature, distinct per certificate),
+        // not ~4 KB of DER per receipt; equality compares every byte, as memory.
         func hash(into hasher: inout Hasher) {
             hasher.combine(signerIndex)
             hasher.combine(strict)
-            for der in certificates { der.withUnsafeBytes { hasher.combine(bytes: $0) } }
+            for der in certificates {
+                hasher.combine(der.count)
+                der.suffix(32).withUnsafeBytes { hasher.combine(bytes: $0) }
+            }
         }
 
         static func == (lhs: Key, rhs: Key) -> Bool {
-            lhs.signerIndex == rhs.signerIndex && lhs.strict == rhs.strict && lhs.certificates == rhs.certificates
+            guard lhs.signerIndex == rhs.signerIndex, lhs.strict == rhs.strict, lhs.certificates.count == rhs.certificates.count else { return false }
+            for (left, right) in zip(lhs.certificates, rhs.certificates) {
+                guard left.count == right.count else { return false }
+                let equal = left.withUnsafeBytes { l in right.withUnsafeBytes { r in l.count == 0 || memcmp(l.baseAddress!, r.baseAddress!, l.count) == 0 } }
+                if !equal { return false }
+            }
+            return true
         }
     }
 
