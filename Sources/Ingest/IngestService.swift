@@ -76,9 +76,9 @@ public final class IngestService: Sendable {
         }
         self.producer = try KafkaProducer(config: kafka)
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
-        self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool)
+        self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool, bounded: bounded)
         let authenticator = security.auth.authenticator
-        self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka) { request in
+        self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka, bounded: bounded) { request in
             SupportAdmission.decide(request.headers["Authorization"], authenticator)
         }
         let routes = Routes()

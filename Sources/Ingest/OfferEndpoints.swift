@@ -42,10 +42,13 @@ final class OfferEndpoints: Sendable {
     private let configured: Configured?
     private let missing: String
     private let timeout: Duration
+    /// The read API's bounds, shared with it, for the offers view's PostgreSQL read.
+    private let bounded: BoundedReads
     private let logger = Logger(component: "ingest.offers")
 
-    init(settings: OfferSettings, kafka: KafkaConfig, pool: PGPool?) throws {
+    init(settings: OfferSettings, kafka: KafkaConfig, pool: PGPool?, bounded: BoundedReads) throws {
         timeout = settings.signTimeout
+        self.bounded = bounded
         guard let path = settings.catalogPath, let pool else {
             configured = nil
             missing = "offers need \(Setting.catalog) and DATABASE_URL"
@@ -288,11 +291,12 @@ final class OfferEndpoints: Sendable {
         let catalog = configured.eligibility.catalog
         let groups = request.queryValue("group").map { [$0] }
             ?? Array(Set(catalog.products.filter { $0.kind == .autoRenewable }.map { $0.group ?? $0.id })).sorted()
-        DispatchQueue.global().async { [self] in
+        // Off the HTTP threads and answered 503 in time if PostgreSQL hangs, like every read.
+        bounded.run(responder, { [logger] in
             let history: OfferHistory
             do { history = try configured.reader.history(user: user) } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
-                return answer(responder, "user_offers", .error(status: 503, reason: "database unavailable"))
+                return .error(status: 503, reason: "database unavailable")
             }
             let now = currentTimeMs()
             let views = groups.map { group in
@@ -307,8 +311,10 @@ final class OfferEndpoints: Sendable {
                                    products: configured.eligibility.variants(group: group, history: history), offers: offers)
             }
             struct View: Encodable { var userId: String; var groups: [GroupOffers] }
-            answer(responder, "user_offers", .json(View(userId: user, groups: views)))
-        }
+            return .json(View(userId: user, groups: views))
+        }, answered: { status in
+            Metrics.shared.increment("storeledger_offer_requests_total", ["route": "user_offers", "status": String(status)])
+        })
     }
 
     private func answer(_ responder: HTTPResponder, _ route: String, _ response: HTTPResponse) {

@@ -42,7 +42,7 @@ final class PostgresRestartTests: XCTestCase {
     }
 
     /// A hung PostgreSQL (every process stopped, sockets open) holds no client of the read API:
-    /// each read is answered 503 within ingest's read timeout (5 s), reads beyond the in-flight
+    /// each read is answered 503 within ingest's read timeout (5 s), the support pages too; reads beyond the in-flight
     /// bound at once, and reads work again as soon as the server resumes.
     func testReadsAnswer503InTimeWhilePostgresHangs() throws {
         let cluster = try Cluster()
@@ -65,6 +65,11 @@ final class PostgresRestartTests: XCTestCase {
         XCTAssertLessThan(all.map(\.seconds).max() ?? 99, 12, "within the read timeout, not held")
         let ready = try HTTP.get("\(cluster.ingestURL)/readyz", timeout: 20)
         XCTAssertEqual(ready.status, 503, "not ready while the database hangs")
+        // The support pages read PostgreSQL too, within the same bounds.
+        let started = Date()
+        let page = try HTTP.get("\(cluster.ingestURL)/support/users/nobody", timeout: 30, authorization: "Bearer " + TestCredentials.adminKey)
+        XCTAssertEqual(page.status, 503, page.text)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 8, "a support page answers within the read timeout (5 s), not held")
         try cluster.freezePostgres(false)
         resumed = true
         try waitUntil("reads work again once PostgreSQL resumes", timeout: 30, interval: 0.5) {

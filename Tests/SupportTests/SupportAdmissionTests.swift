@@ -38,7 +38,7 @@ final class SupportAdmissionTests: XCTestCase {
     private let kafka = KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "support-admission-test")
 
     func testARefusedRequestReachesNoRoute() throws {
-        let routes = SupportRoutes(pool: nil, kafka: kafka) { request in
+        let routes = SupportRoutes(pool: nil, kafka: kafka, bounded: BoundedReads(timeout: .seconds(5), maxInFlight: 4)) { request in
             request.headers["Authorization"] == "Bearer support" ? nil : .error(status: 401, reason: "support credential required")
         }
         let (server, base) = try serve(routes)
@@ -51,7 +51,7 @@ final class SupportAdmissionTests: XCTestCase {
     }
 
     func testAnAdmittedRequestIsRouted() throws {
-        let (server, base) = try serve(SupportRoutes(pool: nil, kafka: kafka))
+        let (server, base) = try serve(SupportRoutes(pool: nil, kafka: kafka, bounded: BoundedReads(timeout: .seconds(5), maxInFlight: 4)))
         defer { server.stop() }
         XCTAssertEqual(try get(base + "/support").status, 200)
         let user = try get(base + "/support/users/u-1")

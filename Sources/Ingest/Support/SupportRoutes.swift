@@ -19,13 +19,18 @@ struct SupportRoutes: Sendable {
     let kafka: KafkaConfig
     /// nil admits the request; a response refuses it (401/403) and is sent as is.
     let admit: @Sendable (HTTPRequest) -> HTTPResponse?
+    /// The read API's bounds (timeout, reads waiting at once), shared with it: a hung PostgreSQL
+    /// must not hold support clients or pile up threads either.
+    let bounded: BoundedReads
     private let logger = Logger(component: "support")
 
     static let prefix = "/support"
 
-    init(pool: PGPool?, kafka: KafkaConfig, admit: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil }) {
+    init(pool: PGPool?, kafka: KafkaConfig, bounded: BoundedReads,
+         admit: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil }) {
         self.reads = pool.map(SupportReads.init(pool:))
         self.kafka = kafka
+        self.bounded = bounded
         self.admit = admit
     }
 
@@ -114,15 +119,15 @@ struct SupportRoutes: Sendable {
             responder.respond(Self.page(SupportPage.message("No database", "The support pages need DATABASE_URL."), status: 503))
             return
         }
-        // Reads block on PostgreSQL: keep them off the HTTP pool threads.
-        DispatchQueue.global().async { [logger] in
+        // Reads block on PostgreSQL: off the HTTP pool threads, answered 503 in time if it hangs.
+        bounded.run(responder, { [logger] in
             do {
-                responder.respond(try body(reads))
+                return try body(reads)
             } catch {
                 logger.error("support_read_failed", ["error": .string(String(describing: error))])
-                responder.respond(Self.page(SupportPage.message("Database unavailable", "Try again later."), status: 503))
+                return Self.page(SupportPage.message("Database unavailable", "Try again later."), status: 503)
             }
-        }
+        }, answered: { _ in })
     }
 
     /// The headers every support page carries: nothing may load from elsewhere or run (no script
