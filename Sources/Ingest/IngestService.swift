@@ -172,9 +172,16 @@ public final class IngestService: Sendable {
             admin(route, responder) { try $0.report(report, request) }
         case .adminServerAPI:
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
+            guard let serverAPI = config.serverAPIAdmin else {
+                responder.respond(.error(status: 404, reason: "App Store Server API admin routes are not enabled (\(Setting.ingestServerAPI)=on)"))
+                return
+            }
+            // They wait on Apple (and write PostgreSQL) for seconds: off the HTTP threads, which
+            // Apple's own notifications need (admin calls are rate limited per credential above).
             let segments = request.path.split(separator: "/").map(String.init)
-            responder.respond(config.serverAPIAdmin?.answer(request, segments: segments)
-                ?? .error(status: 404, reason: "App Store Server API admin routes are not enabled (\(Setting.ingestServerAPI)=on)"))
+            DispatchQueue.global().async {
+                responder.respond(serverAPI.answer(request, segments: segments) ?? .error(status: 404, reason: "no route for \(request.method) \(String(request.path.prefix(200)))"))
+            }
         case .wrongMethod(let allowed):
             var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
             response.headers.set(name: "Allow", value: allowed)
