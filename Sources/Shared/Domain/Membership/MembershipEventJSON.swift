@@ -4,8 +4,7 @@
 /// largest single cost of the membership stage.
 extension MembershipEvent {
     public var json: [UInt8] {
-        var out = SortedKeyJSON()
-        out.object {
+        SortedKeyJSON.document {
             $0.int("amount", amount)
             $0.int("balanceAfter", balanceAfter)
             $0.object("cause") { writeCause(&$0) }
@@ -64,7 +63,6 @@ extension MembershipEvent {
             $0.string("type", type.rawValue)
             $0.string("userId", userId)
         }
-        return out.bytes
     }
 
     private func writeCause(_ out: inout SortedKeyJSON) {
@@ -83,6 +81,13 @@ struct SortedKeyJSON {
     private var needsComma = false
 
     init() { bytes.reserveCapacity(1024) }
+
+    /// One object's bytes.
+    static func document(_ body: (inout SortedKeyJSON) -> Void) -> [UInt8] {
+        var out = SortedKeyJSON()
+        out.object(body)
+        return out.bytes
+    }
 
     mutating func object(_ body: (inout SortedKeyJSON) -> Void) {
         bytes.append(UInt8(ascii: "{"))
@@ -112,7 +117,7 @@ struct SortedKeyJSON {
     mutating func bool(_ key: String, _ value: Bool?) {
         guard let value else { return }
         self.key(key)
-        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     mutating func interval(_ interval: Interval) {
@@ -122,13 +127,7 @@ struct SortedKeyJSON {
 
     mutating func intervals(_ key: String, _ values: [Interval]) {
         self.key(key)
-        bytes.append(UInt8(ascii: "["))
-        for (index, interval) in values.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            object { $0.interval(interval) }
-        }
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
+        array(values) { out, interval in out.object { $0.interval(interval) } }
     }
 
     /// A value without a key (a dictionary's or an array's).

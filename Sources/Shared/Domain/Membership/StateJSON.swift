@@ -5,21 +5,18 @@
 /// was 11 % of the pipeline's samples. Members go in sorted order, dictionaries by key.
 extension KnownPurchase {
     public var json: [UInt8] {
-        var out = SortedKeyJSON()
-        out.object {
+        SortedKeyJSON.document {
             $0.strings("aliases", aliases)
             $0.int("cancellationStatedAtMs", cancellationStatedAtMs)
             $0.object("facts") { facts.write(&$0) }
             $0.string("purchaseId", purchaseId)
         }
-        return out.bytes
     }
 }
 
 extension Cause {
     public var json: [UInt8] {
-        var out = SortedKeyJSON()
-        out.object {
+        SortedKeyJSON.document {
             if let decodedPosition { $0.object("decodedPosition") { decodedPosition.write(&$0) } }
             $0.string("environment", environment)
             $0.string("eventId", eventId)
@@ -32,15 +29,13 @@ extension Cause {
             $0.string("source", source.rawValue)
             $0.string("transactionId", transactionId)
         }
-        return out.bytes
     }
 }
 
 extension SubscriptionState {
     /// As `encode(to:)`: empty `claims`, `graceEnds` and `factPositions` are left out, the others kept.
     public var json: [UInt8] {
-        var out = SortedKeyJSON()
-        out.object {
+        SortedKeyJSON.document {
             if !claims.isEmpty { $0.dictionary("claims", claims) { $0.int($1) } }
             $0.dictionary("credited", credited) { $0.int($1) }
             $0.string("environment", environment)
@@ -61,7 +56,6 @@ extension SubscriptionState {
             $0.string("subscriptionKey", subscriptionKey)
             $0.string("userId", userId)
         }
-        return out.bytes
     }
 }
 
