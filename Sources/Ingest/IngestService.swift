@@ -180,7 +180,7 @@ public final class IngestService: Sendable {
             // Apple's own notifications need (admin calls are rate limited per credential above).
             let segments = request.path.split(separator: "/").map(String.init)
             DispatchQueue.global().async {
-                responder.respond(serverAPI.answer(request, segments: segments) ?? .error(status: 404, reason: "no route for \(request.method) \(String(request.path.prefix(200)))"))
+                responder.respond(serverAPI.answer(request, segments: segments) ?? Self.noRoute(request))
             }
         case .wrongMethod(let allowed):
             var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
@@ -189,8 +189,12 @@ public final class IngestService: Sendable {
         case .badPath(let reason):
             responder.respond(.error(status: 400, reason: reason))
         case .notFound:
-            responder.respond(.error(status: 404, reason: "no route for \(request.method) \(String(request.path.prefix(200)))"))
+            responder.respond(Self.noRoute(request))
         }
+    }
+
+    private static func noRoute(_ request: HTTPRequest) -> HTTPResponse {
+        .error(status: 404, reason: "no route for \(request.method) \(String(request.path.prefix(200)))")
     }
 
     private func count(_ route: String, _ status: Int) {
