@@ -212,6 +212,39 @@ final class EventBoundsTests: XCTestCase {
         XCTAssertTrue(JSONDepth.exceeds(Array(text.utf8), limit: 2))
     }
 
+    /// The string-skipping scan agrees with a byte-at-a-time reference on random texts made of the
+    /// bytes that matter (brackets, quotes, backslashes) and filler, at every limit.
+    func testJSONDepthAgreesWithByteAtATimeScan() {
+        func reference(_ bytes: [UInt8], limit: Int) -> Bool {
+            var depth = 0, inString = false, escaped = false
+            for byte in bytes {
+                if inString {
+                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    if depth > limit { return true }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth = max(0, depth - 1)
+                default: break
+                }
+            }
+            return false
+        }
+        let alphabet = Array(#"[]{}"\\a"#.utf8)
+        var generator = SystemRandomNumberGenerator()
+        var disagreements: [String] = []
+        for _ in 0..<20_000 {
+            let text = (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            for limit in 0...4 where JSONDepth.exceeds(text, limit: limit) != reference(text, limit: limit) {
+                disagreements.append("limit \(limit): \(String(decoding: text, as: UTF8.self))")
+            }
+        }
+        XCTAssertEqual(disagreements.prefix(5), [])
+    }
+
     func testCatalogNumbersAreBounded() {
         var catalog = TestCatalog.standard
         XCTAssertEqual(catalog.validate(), [])

@@ -14,6 +14,15 @@ public struct OutboxStore {
         try db.query("SELECT pg_try_advisory_lock(\(Self.relayLockKey)) AS held").first?.bool("held") == true
     }
 
+    /// Makes this session read the outbox through plain index scans. Publishing a row updates it out
+    /// of the partial index `membership_outbox_unpublished`, but its old entry stays there until
+    /// VACUUM; a bitmap scan visits every such entry's heap page on every round (measured at 500
+    /// events/s: 7,358 entries for 18 live rows, 7.6 ms per read, growing until autovacuum), while a
+    /// plain index scan marks the dead entries once (LP_DEAD) and skips them afterwards (0.3 ms).
+    public func preferIndexScans() throws {
+        try db.execute("SET enable_bitmapscan = off")
+    }
+
     /// An outbox row's key.
     public struct Key: Sendable, Equatable {
         public var eventKey: String
