@@ -65,6 +65,9 @@ public final class IngestService: Sendable {
         var kafka = config.kafka
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.
         kafka.deliveryTimeout = config.writeTimeout
+        // Each write has a caller waiting for its ack: Nagle would hold a produce request's last
+        // segment while an earlier one is unacknowledged (delayed ACK: up to 40 ms).
+        kafka.extra = ["socket.nagle.disable": "true"].merging(kafka.extra) { _, given in given }
         self.config = config
         self.bounded = BoundedReads(timeout: config.readTimeout, maxInFlight: config.maxReadsInFlight)
         // A guard in case the delivery report itself is late: the caller never waits unbounded.
