@@ -134,7 +134,13 @@ final class DevStack: Sendable {
             plan.brokerPort = options.brokerPort
             plan.database = options.databaseURL.map { .given($0) } ?? .embedded(standby: false)
             plan.environment = environment
-            plan.children = [.ingest(port: options.ingestPort)]
+            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
+            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest's requests wait for
+            // their acks as well; on loopback librdkafka still batches whatever arrives while earlier
+            // requests are in flight, and a linger only adds its wait to each (BENCHMARKS.md, e2e,
+            // 2026-12-02). So every child gets 0 unless the setting is given.
+            let lingerEnvironment = [Setting.kafkaLingerMs.name: Environment.given(.kafkaLingerMs) ?? "0"]
+            plan.children = [.ingest(port: options.ingestPort, environment: lingerEnvironment)]
             plan.children.append(.signer(adminPort: 0, environment: [
                 Setting.signingKeys.name: "\(DevSigningKey.keyId)=\(key.keyFile)",
                 Setting.signingDefaultKeyId.name: DevSigningKey.keyId,
@@ -142,14 +148,10 @@ final class DevStack: Sendable {
             ]))
             // Webhook delivery only when endpoints are configured (Setting.webhooks, docs/webhooks.md).
             let webhooks = Environment.given(.webhooks) != nil
-            // A stage produces a whole batch's outputs at once and then waits for their acks: linger has
-            // nothing to gather and only delays the commit (BENCHMARKS.md, e2e). Ingest keeps the default,
-            // where linger batches the writes of concurrent requests.
-            let stageEnvironment = [Setting.kafkaLingerMs.name: Environment.given(.kafkaLingerMs) ?? "0"]
             // --workers: more members of a stage join its consumer group and share its partitions.
             for stage in stages + (webhooks ? ["webhooks"] : []) {
                 for member in 1...options.members.members(of: stage) {
-                    plan.children.append(.worker(stage, role: MemberCounts.role(stage, member: member), environment: stageEnvironment))
+                    plan.children.append(.worker(stage, role: MemberCounts.role(stage, member: member), environment: lingerEnvironment))
                 }
             }
             let stack = try LocalStack.start(plan, cancel: cancel, onCriticalExit: onCriticalExit)

@@ -65,6 +65,9 @@ public final class IngestService: Sendable {
         var kafka = config.kafka
         // The broker must confirm within the HTTP write timeout, else the request fails with 503.
         kafka.deliveryTimeout = config.writeTimeout
+        // Each write has a caller waiting for its ack: Nagle would hold a produce request's last
+        // segment while an earlier one is unacknowledged (delayed ACK: up to 40 ms).
+        kafka.extra = ["socket.nagle.disable": "true"].merging(kafka.extra) { _, given in given }
         self.config = config
         self.bounded = BoundedReads(timeout: config.readTimeout, maxInFlight: config.maxReadsInFlight)
         // A guard in case the delivery report itself is late: the caller never waits unbounded.
@@ -209,28 +212,33 @@ public final class IngestService: Sendable {
             write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
             return
         }
-        let object: [String: Any]
-        switch EdgeChecks.object(request.body).flatMap(EdgeChecks.notification) {
-        case .failure(let refusal):
-            count("notification", 400)
-            responder.respond(.error(status: 400, reason: refusal.reason))
-            return
-        case .success(let checked):
-            object = checked
-        }
-        if object["signedPayload"] != nil {
-            write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
-            return
+        // Apple's V1 bodies are plain JSON: read in one pass; anything else takes the full checks.
+        let password: String?, withoutPassword: [UInt8]?
+        if let plain = EdgeChecks.plainV1Notification(request.body) {
+            (password, withoutPassword) = (plain.password, plain.withoutPassword)
+        } else {
+            switch EdgeChecks.object(request.body).flatMap(EdgeChecks.notification) {
+            case .failure(let refusal):
+                count("notification", 400)
+                responder.respond(.error(status: 400, reason: refusal.reason))
+                return
+            case .success(let object):
+                if object["signedPayload"] != nil {
+                    write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
+                    return
+                }
+                (password, withoutPassword) = (object["password"] as? String, nil)
+            }
         }
         if !security.v1SharedSecrets.isEmpty {
-            guard let password = object["password"] as? String, V1Secret.matches(password, security.v1SharedSecrets) else {
+            guard let password, V1Secret.matches(password, security.v1SharedSecrets) else {
                 count("notification", 401)
                 logger.debug("v1_secret_mismatch", ["remote": .string(request.remoteAddress)])
                 responder.respond(.error(status: 401, reason: "V1 notification: password does not match the configured shared secret"))
                 return
             }
         }
-        guard let stripped = V1Secret.removingPassword(request.body) else {
+        guard let stripped = withoutPassword ?? V1Secret.removingPassword(request.body) else {
             count("notification", 400)
             responder.respond(.error(status: 400, reason: "V1 notification: password could not be removed (write the key plainly, once)"))
             return
@@ -244,18 +252,25 @@ public final class IngestService: Sendable {
     /// `transactionDate` may be missing (R7); only the two required ones are checked here. A user
     /// token uploads for its own user only: whoever uploads a receipt links its subscription.
     private func acceptReceipt(_ request: HTTPRequest, _ principal: Principal?, _ responder: HTTPResponder) {
-        switch EdgeChecks.object(request.body).flatMap(EdgeChecks.receiptUpload) {
-        case .failure(let refusal):
-            count("receipt", 400)
-            responder.respond(.error(status: 400, reason: refusal.reason))
-        case .success(let object):
-            if let principal, let user = object["user_id"] as? String, !AccessPolicy.actsFor(principal, user: user) {
-                count("receipt", 403)
-                responder.respond(.error(status: 403, reason: "a user token uploads receipts for its own user only"))
+        let user: String?
+        if let plain = EdgeChecks.plainReceiptUploadUser(request.body) {
+            user = plain
+        } else {
+            switch EdgeChecks.object(request.body).flatMap(EdgeChecks.receiptUpload) {
+            case .failure(let refusal):
+                count("receipt", 400)
+                responder.respond(.error(status: 400, reason: refusal.reason))
                 return
+            case .success(let object):
+                user = object["user_id"] as? String
             }
-            write(request, body: request.body, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
         }
+        if let principal, let user, !AccessPolicy.actsFor(principal, user: user) {
+            count("receipt", 403)
+            responder.respond(.error(status: 403, reason: "a user token uploads receipts for its own user only"))
+            return
+        }
+        write(request, body: request.body, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
     }
 
     private func write(_ request: HTTPRequest, body: [UInt8], extraHeaders: [KafkaHeader] = [], topic: String, source: RawSource,
@@ -417,19 +432,21 @@ enum EdgeChecks {
             }
             return .success(object)
         }
-        let checks: [(String, Field)] = [
-            ("notification_type", .text), ("password", .text), ("environment", .text), ("bvrs", .text),
-            ("bid", .identifier), ("auto_renew_product_id", .identifier), ("original_transaction_id", .identifierOrNumber),
-            ("auto_renew_status", .textOrBool), ("auto_renew_status_change_date_ms", .textOrNumber),
-            ("unified_receipt", .object), ("latest_receipt_info", .objectOrArray), ("latest_expired_receipt_info", .objectOrArray),
-        ]
-        for (key, field) in checks {
+        for (key, field) in v1Fields {
             if let value = object[key], !(value is NSNull), let reason = field.refusal(key, value) {
                 return .failure(Refusal(reason: reason))
             }
         }
         return .success(object)
     }
+
+    /// The V1 fields a router and a decoder read, and the JSON types each may have.
+    static let v1Fields: [(String, Field)] = [
+        ("notification_type", .text), ("password", .text), ("environment", .text), ("bvrs", .text),
+        ("bid", .identifier), ("auto_renew_product_id", .identifier), ("original_transaction_id", .identifierOrNumber),
+        ("auto_renew_status", .textOrBool), ("auto_renew_status_change_date_ms", .textOrNumber),
+        ("unified_receipt", .object), ("latest_receipt_info", .objectOrArray), ("latest_expired_receipt_info", .objectOrArray),
+    ]
 
     static let maxLedgerLimit = 10_000
 

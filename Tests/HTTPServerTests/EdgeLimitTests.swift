@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServer
+@testable import HTTPServer
 import XCTest
 
 /// Contract: the edge limits of issue 11 at the library level. A body trickled slower than the
@@ -54,5 +54,22 @@ final class EdgeLimitTests: XCTestCase {
         let first = clients[0]
         first.send("GET /still HTTP/1.1\r\nHost: t\r\n\r\n")
         XCTAssertEqual(first.readResponse().status, 200, "the ones under the cap are served")
+    }
+}
+
+/// The Content-Length reader without Foundation reads every value as the general way does.
+final class ContentLengthReadingTests: XCTestCase {
+    func testPlainDigitsReadAsTheGeneralWayAndAnythingElseIsLeftToIt() {
+        let plain = ["0", "7", "1024", "936000", "000123", "999999999999999999"]
+        let other = ["", " 12", "12 ", "\t12", "1 2", "-1", "+1", "1e3", "0x10", "banana", "1234567890123456789", "12\u{A0}", "١٢"]
+        for text in plain + other {
+            let general = Int(text.trimmingCharacters(in: .whitespaces)) ?? Int.max
+            let fast = text.withCString { plainContentLength($0) }
+            if plain.contains(text) {
+                XCTAssertEqual(fast, general, text)
+            } else {
+                XCTAssertNil(fast, text)
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ import Store
 /// traffic signed beforehand: each request a first purchase of a fresh subscription (V1
 /// INITIAL_BUY, V2 SUBSCRIBED, receipt upload in turn), so each must leave its own ledger entry.
 ///
-/// Per run: a trivial libmicrohttpd handler flat out (same client, same connections, same body);
+/// Per run: a trivial libmicrohttpd handler flat out (same client, same connections, same mix of bodies);
 /// ingest alone flat out (every other process of dev but the broker stopped while the requests are
 /// posted: ingest's own accepted requests/s with acks=all writes; the pipeline then catches up);
 /// ingest flat out with the pipeline running (accepted requests/s, and events/s from the first
@@ -54,7 +54,8 @@ public enum E2EBench {
             planned.append((try traffic(flatEvents), try traffic(flatEvents), try rates.map { try traffic(Int($0 * rateSeconds)) }))
         }
         let generation = PipelineBench.seconds(ContinuousClock.now - generationStarted)
-        print("e2e: \(block) requests signed in \(String(format: "%.1f", generation)) s; \(runs) run(s), \(connections) connections")
+        let sizes = Dictionary(grouping: warmup, by: \.channel).map { "\($0.key.rawValue) \($0.value.map(\.request.body.count).reduce(0, +) / $0.value.count) B" }
+        print("e2e: \(block) requests signed in \(String(format: "%.1f", generation)) s; \(runs) run(s), \(connections) connections; mean bodies: \(sizes.sorted().joined(separator: ", "))")
         fflush(nil)
 
         // The trivial handler: same HTTP server module and thread count as ingest, answers 200 at once.
@@ -79,7 +80,9 @@ public enum E2EBench {
         var results: [[(String, Double)]] = []
         for (index, plan) in planned.enumerated() {
             var figures: [(String, Double)] = []
-            let trivialRun = try LoadClient.repeatPost(plan.flat[1].request, to: trivialURL, connections: connections, seconds: trivialSeconds)
+            // The same mix of bodies as ingest's phases (V1, V2, receipt uploads in turn): the bytes read differ by kind.
+            let trivialRun = try LoadClient.repeatPost(plan.flat.prefix(300).map(\.request), to: trivialURL, connections: connections,
+                                                       seconds: trivialSeconds)
             let trivialRate = Double(trivialRun.accepted) / trivialRun.seconds
             let alone = try phase("ingest alone", plan.alone, to: dev.ingestURL, rate: nil, connections: connections, db: db,
                                   processes: &processes, stopping: pipeline)

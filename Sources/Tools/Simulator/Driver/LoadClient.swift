@@ -69,9 +69,12 @@ public enum LoadClient {
         return results.withLock { Result(sentAtMs: $0.sent, status: $0.status, startedAtMs: startMs, finishedAtMs: finished) }
     }
 
-    /// Posts the same request flat out for `seconds`; returns the requests answered 2xx and the time taken.
-    public static func repeatPost(_ request: Request, to baseURL: String, connections: Int, seconds: Double) throws -> (accepted: Int, seconds: Double) {
+    /// Posts `requests` round and round flat out for `seconds` (the same mix of bodies as a phase
+    /// of `post`); returns the requests answered 2xx and the time taken.
+    public static func repeatPost(_ requests: [Request], to baseURL: String, connections: Int, seconds: Double) throws -> (accepted: Int, seconds: Double) {
+        precondition(!requests.isEmpty, "repeatPost needs at least one request")
         let accepted = Atomic<Int>(0)
+        let next = Atomic<Int>(0)
         let threads = max(1, connections)
         let opened = try (0..<threads).map { _ in ConnectionBox(connection: try HTTPConnection(baseURL: baseURL)) }
         for box in opened { _ = try box.connection.get("/healthz") }
@@ -83,6 +86,7 @@ public enum LoadClient {
             let thread = Thread {
                 defer { group.leave() }
                 while DispatchTime.now().uptimeNanoseconds < end {
+                    let request = requests[next.add(1, ordering: .relaxed).oldValue % requests.count]
                     if let status = try? box.connection.post(request.path, body: request.body).status, (200...206).contains(status) {
                         accepted.add(1, ordering: .relaxed)
                     }
