@@ -29,6 +29,9 @@ struct PlainJSONObject {
     let separators: [Int]
 
     static let maxIntegerDigits = 18
+    /// Apple's bodies have a few dozen top-level members at most; more go to the full checks, so
+    /// the repeated-key test below (quadratic) stays cheap on a hostile body of 100,000 members.
+    static let maxMembers = 64
 
     init?(_ bytes: [UInt8]) {
         var members: [Member] = []
@@ -38,7 +41,7 @@ struct PlainJSONObject {
             var cursor = PlainJSONCursor(base: base, end: buffer.count)
             return cursor.topLevel(&members, &separators)
         }
-        guard parsed else { return nil }
+        guard parsed, members.count <= Self.maxMembers else { return nil }
         // A repeated top-level key: which value JSONSerialization keeps is its business.
         for (index, member) in members.enumerated() {
             for earlier in members[..<index] where bytes[earlier.key].elementsEqual(bytes[member.key]) { return nil }

@@ -50,6 +50,11 @@ final class IngestPlainBodyTests: XCTestCase {
             #"{"a":"# + String(repeating: "[", count: 32) + String(repeating: "]", count: 32) + "}",
         ]
         for body in v1Left { XCTAssertNil(EdgeChecks.plainV1Notification(Array(body.utf8)), body) }
+        // Many members (a hostile body would otherwise make the repeated-key test quadratic).
+        let members = { (count: Int) in "{" + (0..<count).map { #""k\#($0)":1"# }.joined(separator: ",") + "}" }
+        XCTAssertNotNil(EdgeChecks.plainV1Notification(Array(members(PlainJSONObject.maxMembers).utf8)))
+        XCTAssertNil(EdgeChecks.plainV1Notification(Array(members(PlainJSONObject.maxMembers + 1).utf8)))
+        XCTAssertNil(EdgeChecks.plainV1Notification(Array(members(100_000).utf8)))
         let receiptLeft = [
             #"{"user_id":"","receipt_data":"x"}"#, #"{"user_id":"u","receipt_data":""}"#, #"{"user_id":"u"}"#, #"{"receipt_data":"x"}"#,
             #"{"user_id":7,"receipt_data":"x"}"#, #"{"user_id":"u\/v","receipt_data":"x"}"#, #"{"user_id":"u","receipt_data":7}"#,
