@@ -37,6 +37,17 @@ final class StateJSONTests: XCTestCase {
         XCTAssertEqual(Set(grace.keys), Self.labels(state.graces["grace|1"]!))
     }
 
+    /// The finance row's `grant_facts`: the same document as the grant inside the state.
+    func testGrantAloneMatchesJSONEncoderAndTheState() throws {
+        let state = Self.state(full: true)
+        for (id, grant) in state.grants {
+            try assertSameDocument(grant.json, grant)
+            let inState = try XCTUnwrap((try Self.object(state.json)["grants"] as? [String: Any])?[id] as? NSDictionary)
+            XCTAssertEqual(try Self.object(grant.json) as NSDictionary, inState, id)
+        }
+        XCTAssertFalse(state.grants.isEmpty)
+    }
+
     /// Empty `claims`, `graceEnds` and `factPositions` stay out, the other collections stay in.
     func testEmptyStateMatchesJSONEncoder() throws {
         let state = SubscriptionState(subscriptionKey: "s")

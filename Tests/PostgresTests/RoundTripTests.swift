@@ -105,6 +105,61 @@ final class RoundTripTests: PGTestCase {
         XCTAssertEqual(try conn.query("SELECT cardinality(\([String]())) AS n").first?.int("n"), 0)
     }
 
+    func testBinaryArraysRoundTripThroughUnnest() throws {
+        let conn = try connect()
+        let strings: [String?] = ["a", nil, "b\"c", "d\\e", "NULL", "", "{x,y}", "żółw 🐢 e\u{301}", "line\nbreak\u{1}", "it's"]
+        let numbers: [Int64?] = [Int64.min, -1, nil, 0, 1, 255, 256, Int64.max, 42, 7]
+        let flags: [Bool?] = [true, false, nil, true, true, false, false, true, nil, false]
+        let documents: [String?] = [#"{"k":"v\"w","n":1}"#, nil, "[]", #""żółw""#, "null", "{}", #"{"a":[1,2,{"b":null}]}"#, "1.5", "true", #""\\""#]
+        var texts = PGBinaryArray(.text), ints = PGBinaryArray(.int8), bools = PGBinaryArray(.bool), jsons = PGBinaryArray(.jsonb)
+        for index in strings.indices {
+            texts.append(strings[index])
+            ints.append(numbers[index])
+            bools.append(flags[index])
+            jsons.append(json: documents[index].map { Array($0.utf8) })
+        }
+        XCTAssertEqual(texts.count, strings.count)
+        let rows = try conn.query("""
+            SELECT s, i, b, j::text AS j, n FROM unnest(\(texts), \(ints), \(bools), \(jsons)) WITH ORDINALITY AS u(s, i, b, j, n) ORDER BY n
+            """)
+        XCTAssertEqual(rows.count, strings.count)
+        for (index, row) in rows.enumerated() {
+            XCTAssertEqual(try row.decode("s", as: String?.self), strings[index], "text \(index)")
+            XCTAssertEqual(try row.decode("i", as: Int64?.self), numbers[index], "bigint \(index)")
+            XCTAssertEqual(try row.decode("b", as: Bool?.self), flags[index], "boolean \(index)")
+            // jsonb prints its own canonical text: compare with what the server makes of the same text.
+            let expected = try documents[index].map { try XCTUnwrap(conn.query("SELECT \(PGJSON($0))::text AS j").first).string("j") }
+            XCTAssertEqual(try row.decode("j", as: String?.self), expected, "jsonb \(index)")
+        }
+        XCTAssertEqual(try conn.query("SELECT cardinality(\(PGBinaryArray(.text))) AS n").first?.int("n"), 0, "the empty array")
+        // An integer column takes the bigint array through the assignment cast, which still refuses what does not fit.
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (v integer)")
+        var fits = PGBinaryArray(.int8)
+        fits.append(Int64(Int32.max))
+        XCTAssertEqual(try conn.execute("INSERT INTO \(unsafeSQL: table) SELECT * FROM unnest(\(fits))"), 1)
+        var tooLarge = PGBinaryArray(.int8)
+        tooLarge.append(Int64(Int32.max) + 1)
+        XCTAssertThrowsError(try conn.execute("INSERT INTO \(unsafeSQL: table) SELECT * FROM unnest(\(tooLarge))")) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "22003")
+        }
+    }
+
+    func testBinaryArraysAreCheckedByTheServer() throws {
+        let conn = try connect()
+        var nul = PGBinaryArray(.text)
+        nul.append("a\u{0}b")
+        XCTAssertThrowsError(try conn.query("SELECT unnest(\(nul)) AS v")) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "22021", "\(error)")
+        }
+        var broken = PGBinaryArray(.jsonb)
+        broken.append(json: Array(#"{"a":"#.utf8))
+        XCTAssertThrowsError(try conn.query("SELECT unnest(\(broken)) AS v")) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "22P02", "\(error)")
+        }
+        XCTAssertEqual(try conn.query("SELECT 1 AS one").first?.int("one"), 1, "connection still usable")
+    }
+
     func testUnnestBatchInsertOf500Rows() throws {
         let conn = try connect()
         let table = uniqueTable()

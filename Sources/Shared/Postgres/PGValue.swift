@@ -30,6 +30,7 @@ public struct PGDataType: Sendable, Hashable, CustomStringConvertible {
     public static let float8Array = PGDataType("double precision[]", 1022)
     public static let timestamptzArray = PGDataType("timestamp with time zone[]", 1185)
     public static let uuidArray = PGDataType("uuid[]", 2951)
+    public static let jsonbArray = PGDataType("jsonb[]", 3807)
 }
 
 /// One encoded bind parameter. Its description names the type only: values never reach logs

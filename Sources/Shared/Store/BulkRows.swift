@@ -3,65 +3,57 @@ import Postgres
 
 /// A row type written in bulk (postgres-nio's PostgresCodable idea, our own small version): it
 /// declares its columns once, each with its PostgreSQL type and how a row yields the value. The
-/// statement's column list, the record set's definition and every row's JSON are all generated from
-/// that one list, so a value cannot land in another column.
+/// statement's column list, the record set's definition and every column's array are all generated
+/// from that one list, so a value cannot land in another column.
 protocol BulkRow {
     static var columns: [BulkColumn<Self>] { get }
 }
 
-/// One column of a `BulkRow`: its name in the table, its type, and the row's value as JSON.
+/// One column of a `BulkRow`: its name in the table, its array's element type, and the row's value.
 struct BulkColumn<Row>: Sendable {
     let name: String
-    let type: String
-    let write: @Sendable (Row, inout JSONWriter) -> Void
+    let element: PGBinaryArray.Element
+    let write: @Sendable (Row, inout PGBinaryArray) -> Void
 
     static func text(_ name: String, _ value: @escaping @Sendable (Row) -> String?) -> Self {
-        Self(name: name, type: "text") { row, out in out.string(value(row)) }
+        Self(name: name, element: .text) { row, array in array.append(value(row)) }
     }
 
     static func bigint(_ name: String, _ value: @escaping @Sendable (Row) -> Int64?) -> Self {
-        Self(name: name, type: "bigint") { row, out in out.int(value(row)) }
+        Self(name: name, element: .int8) { row, array in array.append(value(row)) }
     }
 
-    /// PostgreSQL refuses a value out of `integer`'s range (22003): clamp first where that is wanted.
+    /// Sent as bigint: PostgreSQL refuses a value out of `integer`'s range when it is assigned to
+    /// the column (22003). Clamp first where that is wanted.
     static func integer(_ name: String, _ value: @escaping @Sendable (Row) -> Int?) -> Self {
-        Self(name: name, type: "integer") { row, out in out.int(value(row).map(Int64.init)) }
+        Self(name: name, element: .int8) { row, array in array.append(value(row).map(Int64.init)) }
     }
 
     static func boolean(_ name: String, _ value: @escaping @Sendable (Row) -> Bool) -> Self {
-        Self(name: name, type: "boolean") { row, out in out.bool(value(row)) }
+        Self(name: name, element: .bool) { row, array in array.append(value(row)) }
     }
 
-    /// A document that is already JSON (an encoded state, cause or view): spliced, not re-encoded.
+    /// A document that is already JSON (an encoded state, cause or view): copied, not re-encoded.
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
-        Self(name: name, type: "jsonb") { row, out in out.raw(value(row)) }
+        Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }
     }
 }
 
-/// A batch of rows as one `jsonb_to_recordset` parameter: one round trip, PostgreSQL parses the
-/// batch once, and large documents are neither re-encoded nor escaped into array literals. Keys are
-/// short and generated (`c0`, `c1`...) from the column's position in the declaration.
+/// A batch of rows as one binary array parameter per column, `unnest`ed together: one round trip,
+/// and nothing is escaped here or parsed there but the jsonb columns' own documents (issue 14: a
+/// single `jsonb_to_recordset` document cost PostgreSQL a parse of the whole batch, then a lookup
+/// and a conversion per field). The record set's fields are named by position (`c0`, `c1`...).
 struct BulkRows<Row: BulkRow> {
-    private var writer: JSONWriter
+    private var arrays: [PGBinaryArray]
     private(set) var count = 0
 
-    init(_ rows: some Sequence<Row>, capacity: Int = 0) {
-        writer = JSONWriter(capacity: capacity)
-        writer.bytes.append(UInt8(ascii: "["))
+    init(_ rows: some Sequence<Row>) {
         let columns = Row.columns
-        // `"c0":`, `,"c1":`...: made once per batch, not per row.
-        let keys = columns.indices.map { Array(($0 == 0 ? "\"c0\":" : ",\"c\($0)\":").utf8) }
+        arrays = columns.map { PGBinaryArray($0.element) }
         for row in rows {
-            if count > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-            writer.bytes.append(UInt8(ascii: "{"))
-            for (index, column) in columns.enumerated() {
-                writer.bytes.append(contentsOf: keys[index])
-                column.write(row, &writer)
-            }
-            writer.bytes.append(UInt8(ascii: "}"))
+            for index in columns.indices { columns[index].write(row, &arrays[index]) }
             count += 1
         }
-        writer.bytes.append(UInt8(ascii: "]"))
     }
 
     var isEmpty: Bool { count == 0 }
@@ -87,55 +79,14 @@ struct BulkRows<Row: BulkRow> {
         SQL(unsafeSQL: Row.columns.map(\.name).filter { !key.contains($0) }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", "))
     }
 
-    /// `jsonb_to_recordset($n) AS alias(c0 type, c1 type, ...)`.
+    /// `unnest($1::text[], $2::bigint[], ...) AS alias(c0, c1, ...)`: rows in the order they were given.
     func recordset(_ alias: String) -> SQL {
-        let definition = Row.columns.enumerated().map { "c\($0.offset) \($0.element.type)" }.joined(separator: ", ")
-        return "jsonb_to_recordset(\(PGJSON(String(decoding: writer.bytes, as: UTF8.self)))) AS \(unsafeSQL: alias)(\(unsafeSQL: definition))"
-    }
-}
-
-/// Appends JSON values to a byte buffer: strings escaped by runs, numbers, booleans, raw documents.
-struct JSONWriter {
-    var bytes: [UInt8] = []
-
-    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
-
-    mutating func string(_ value: String?) {
-        guard var value else { return bytes.append(contentsOf: Array("null".utf8)) }
-        bytes.append(UInt8(ascii: "\""))
-        value.withUTF8 { utf8 in
-            // Copy runs of plain bytes at once; escape only quotes, backslashes and control bytes.
-            var runStart = 0
-            for index in 0..<utf8.count {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
-                runStart = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-                case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                              hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                }
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        var sql: SQL = "unnest("
+        for (index, array) in arrays.enumerated() {
+            sql += index == 0 ? "\(array)::\(unsafeSQL: array.element.sqlName)" : ", \(array)::\(unsafeSQL: array.element.sqlName)"
         }
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    mutating func int(_ value: Int64?) {
-        bytes.append(contentsOf: Array((value.map { String($0) } ?? "null").utf8))
-    }
-
-    mutating func bool(_ value: Bool) {
-        bytes.append(contentsOf: Array((value ? "true" : "false").utf8))
-    }
-
-    /// A value that is already JSON.
-    mutating func raw(_ json: [UInt8]) {
-        bytes.append(contentsOf: json)
+        let names = arrays.indices.map { "c\($0)" }.joined(separator: ", ")
+        return sql + ") AS \(unsafeSQL: alias)(\(unsafeSQL: names))"
     }
 }
 

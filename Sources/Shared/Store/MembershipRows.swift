@@ -119,6 +119,9 @@ public struct GrantRow: BulkRow {
         .text("environment") { $0.grant.environment },
         .bigint("granted_start_ms") { $0.granted?.startMs },
         .bigint("granted_end_ms") { $0.granted?.endMs },
+        // The grant as the state keeps it (`state->'grants'->purchase_id`), written here rather than
+        // read back from the state just saved: that read decompressed the whole state once per grant.
+        .jsonb("grant_facts") { $0.grant.json },
     ]
 }
 

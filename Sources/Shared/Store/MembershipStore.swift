@@ -33,17 +33,19 @@ public struct MembershipStore {
     }
 
     /// Takes `count` ledger entry ids before the insert, ascending, so each outbox row can name its
-    /// entry. Taken under the users' locks: one user's ids grow in commit order.
+    /// entry. Taken under the users' locks: one user's ids grow in commit order. The sequence is named
+    /// (bigserial's name for it, as `InspectionQueries` reads it): `pg_get_serial_sequence` looked it up
+    /// in the catalog once per id.
     public func reserveEntryIds(_ count: Int) throws -> [Int64] {
         try db.query("""
-            SELECT nextval(pg_get_serial_sequence('ledger', 'entry_id')) AS id FROM generate_series(1, \(count))
+            SELECT nextval('ledger_entry_id_seq') AS id FROM generate_series(1, \(count))
             """).map { try $0.int64("id") }.sorted()
     }
 
     /// One insert per batch, in entry id order (the order the entries were made).
     public func appendLedger(_ rows: [LedgerRow]) throws {
         guard !rows.isEmpty else { return }
-        let set = BulkRows(rows, capacity: rows.count * 600)
+        let set = BulkRows(rows)
         try db.execute("""
             INSERT INTO ledger (\(fragment: BulkRows<LedgerRow>.columnList))
             SELECT \(fragment: BulkRows<LedgerRow>.fields("t")) FROM \(fragment: set.recordset("t"))
@@ -65,25 +67,21 @@ public struct MembershipStore {
         guard !rows.isEmpty else { return }
         try db.execute("""
             INSERT INTO subscriptions (\(fragment: BulkRows<SubscriptionRow>.columnList))
-            SELECT \(fragment: BulkRows<SubscriptionRow>.fields("t")) FROM \(fragment: BulkRows(rows, capacity: rows.count * 2_000).recordset("t"))
+            SELECT \(fragment: BulkRows<SubscriptionRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             ON CONFLICT (subscription_key) DO UPDATE
                 SET \(fragment: BulkRows<SubscriptionRow>.updateList(excluding: ["subscription_key"])), updated_at = now()
             """)
     }
 
-    /// Upserts the finance facts of these purchases; the grant's facts come from the state just
-    /// written by `saveStates` (saves encoding them twice).
+    /// Upserts the finance facts of these purchases.
     public func saveGrants(_ rows: [GrantRow]) throws {
         guard !rows.isEmpty else { return }
         typealias Rows = BulkRows<GrantRow>
         try db.execute("""
-            INSERT INTO grants (\(fragment: Rows.columnList), grant_facts)
-            SELECT \(fragment: Rows.fields("t")), s.state->'grants'->\(fragment: Rows.field("purchase_id", "t"))
-            FROM \(fragment: BulkRows(rows).recordset("t"))
-            JOIN subscriptions s ON s.subscription_key = \(fragment: Rows.field("subscription_key", "t"))
+            INSERT INTO grants (\(fragment: Rows.columnList))
+            SELECT \(fragment: Rows.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
-                \(fragment: Rows.updateList(excluding: ["subscription_key", "purchase_id"])), grant_facts = EXCLUDED.grant_facts,
-                updated_at = now()
+                \(fragment: Rows.updateList(excluding: ["subscription_key", "purchase_id"])), updated_at = now()
             """)
     }
 

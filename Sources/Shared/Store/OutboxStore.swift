@@ -79,7 +79,7 @@ public struct OutboxStore {
         typealias Rows = BulkRows<Assignment>
         try db.execute("""
             UPDATE membership_outbox o SET relay_seq = \(fragment: Rows.field("relay_seq", "t")), kafka_partition = \(fragment: Rows.field("kafka_partition", "t"))
-            FROM \(fragment: BulkRows(assignments, capacity: assignments.count * 64).recordset("t"))
+            FROM \(fragment: BulkRows(assignments).recordset("t"))
             WHERE o.event_key = \(fragment: Rows.field("event_key", "t")) AND o.entry_id = \(fragment: Rows.field("entry_id", "t"))
             """)
     }

@@ -116,6 +116,9 @@ extension RecordPosition {
 }
 
 extension PurchaseGrant {
+    /// The grant alone, as it sits in the state's `grants` (the finance row's `grant_facts`).
+    public var json: [UInt8] { SortedKeyJSON.document { write(&$0) } }
+
     func write(_ out: inout SortedKeyJSON) {
         out.int("credit", credit)
         if let cut {
