@@ -1,49 +1,98 @@
 import Foundation
 
 /// Lenient access to Apple's JSON: the same field arrives as a string ("1500973280000", "true", "1")
-/// in V1 bodies and verifyReceipt, and as a number or bool elsewhere.
+/// in V1 bodies and verifyReceipt, and as a number or bool elsewhere. Either over a dictionary from
+/// JSONSerialization / `JSONObjectReader`, or over the fields `PayloadFields` read from a signed
+/// payload; the accessors answer the same for the same JSON.
 struct JSONFields {
-    let object: [String: Any]
+    private enum Storage {
+        case dictionary([String: Any])
+        case payload(PayloadFields)
+    }
 
-    init(_ object: [String: Any]) { self.object = object }
+    private let storage: Storage
+
+    init(_ object: [String: Any]) { storage = .dictionary(object) }
+
+    init(_ fields: PayloadFields) { storage = .payload(fields) }
 
     init?(_ any: Any?) {
         guard let object = any as? [String: Any] else { return nil }
-        self.object = object
+        storage = .dictionary(object)
     }
 
-    /// A value as one of JSONSerialization's scalar kinds, the cheap test first: `as? String` on
-    /// an NSNumber (which never is one) goes through the runtime's bridging lookups to fail, and
-    /// `as? NSNumber` on a Swift string first bridges it to an NSString.
-    private enum Scalar {
+    /// A field's value in the kinds the accessors tell apart. `number` is JSONSerialization's
+    /// NSNumber (numbers and booleans); `integer` and `bool` are what `PayloadFields` reads where
+    /// it would have made an NSNumber of that integer or boolean.
+    enum Value {
         case text(String)
         case number(NSNumber)
+        case integer(Int64)
+        case bool(Bool)
+        case null
+        case list(isEmpty: Bool)
+        case object(JSONFields)
         case other
     }
 
-    private func scalar(_ key: String) -> Scalar? { object[key].map(Self.scalar) }
+    /// The value of `key`, nil if absent; the cheap type tests first: `as? String` on an NSNumber
+    /// (which never is one) goes through the runtime's bridging lookups to fail, and `as? NSNumber`
+    /// on a Swift string first bridges it to an NSString.
+    func value(_ key: String) -> Value? {
+        switch storage {
+        case .dictionary(let object):
+            return object[key].map(Self.value)
+        case .payload(let fields):
+            switch fields.value(key) {
+            case nil: return nil
+            case .text(let text): return .text(text)
+            case .integer(let integer): return .integer(integer)
+            case .bool(let bool): return .bool(bool)
+            case .null: return .null
+            case .list(let isEmpty): return .list(isEmpty: isEmpty)
+            case .object(let nested): return .object(JSONFields(nested))
+            }
+        }
+    }
 
-    private static func scalar(_ value: Any) -> Scalar {
-        if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return .number(number) }
-        if let text = value as? String { return .text(text) }
+    private static func value(_ any: Any) -> Value {
+        if type(of: any) is NSNumber.Type, let number = any as? NSNumber { return .number(number) }
+        if let text = any as? String { return .text(text) }
+        if isNull(any) { return .null }
+        if let object = any as? [String: Any] { return .object(JSONFields(object)) }
+        if let list = any as? [Any] { return .list(isEmpty: list.isEmpty) }
         return .other
     }
 
-    func string(_ key: String) -> String? {
-        switch scalar(key) {
+    /// Whether the object has no member (Python's truthiness of a claim).
+    var isEmpty: Bool {
+        switch storage {
+        case .dictionary(let object): return object.isEmpty
+        case .payload(let fields): return fields.isEmpty
+        }
+    }
+
+    func string(_ key: String) -> String? { value(key).flatMap(Self.string) }
+
+    private static func string(_ value: Value) -> String? {
+        switch value {
         case .text(let s): return s
         case .number(let n): return n.stringValue
+        case .integer(let i): return String(i)
+        case .bool(let b): return b ? "1" : "0"  // NSNumber(value: true).stringValue
         default: return nil
         }
     }
 
-    func int64(_ key: String) -> Int64? { scalar(key).flatMap(Self.int64) }
+    func int64(_ key: String) -> Int64? { value(key).flatMap(Self.int64) }
 
-    private static func int64(_ scalar: Scalar) -> Int64? {
-        switch scalar {
+    private static func int64(_ value: Value) -> Int64? {
+        switch value {
         case .text(let s): return Int64(s) ?? Double(s).flatMap(int64)
         case .number(let n): return int64(n.doubleValue).map { _ in Int64(truncating: n) }  // fractional ms (Xcode) truncate
-        case .other: return nil
+        case .integer(let i): return i
+        case .bool(let b): return b ? 1 : 0
+        default: return nil
         }
     }
 
@@ -60,8 +109,9 @@ struct JSONFields {
     /// object): an id of the wrong JSON type refuses the input instead of dropping the transaction.
     func invalidString(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !isNull(value) else { return false }
-            return string(key) == nil
+            guard let value = value(key) else { return false }
+            if case .null = value { return false }
+            return Self.string(value) == nil
         }
     }
 
@@ -70,16 +120,18 @@ struct JSONFields {
     /// missing, which would silently drop the transaction. Empty strings and null count as absent.
     func invalidNumber(_ keys: [String]) -> String? {
         keys.first { key in
-            guard let value = object[key], !isNull(value) else { return false }
-            let scalar = Self.scalar(value)  // one lookup per key
-            if case .text(let text) = scalar, text.isEmpty { return false }
-            return Self.int64(scalar) == nil
+            guard let value = value(key) else { return false }  // one lookup per key
+            switch value {
+            case .null: return false
+            case .text(let text) where text.isEmpty: return false
+            default: return Self.int64(value) == nil
+            }
         }
     }
 
     /// "true"/"false" (V1 body), "1"/"0" (receipts), true/false, 1/0.
     func bool(_ key: String) -> Bool? {
-        switch scalar(key) {
+        switch value(key) {
         case .text(let s):
             switch s.lowercased() {
             case "true", "1": return true
@@ -87,10 +139,34 @@ struct JSONFields {
             default: return nil
             }
         case .number(let n): return n.boolValue
+        case .integer(let i): return i != 0
+        case .bool(let b): return b
         default: return nil
         }
     }
 
-    func object(_ key: String) -> JSONFields? { JSONFields(object[key]) }
-    func array(_ key: String) -> [JSONFields] { (object[key] as? [Any])?.compactMap { JSONFields($0) } ?? [] }
+    func object(_ key: String) -> JSONFields? {
+        if case .object(let fields) = value(key) { return fields }
+        return nil
+    }
+
+    /// A copy with `key` set to `text` (a verifyReceipt renewal given the id Apple left out).
+    func setting(_ key: String, to text: String) -> JSONFields {
+        guard case .dictionary(var object) = storage else {
+            assertionFailure("setting(\(key)) on payload fields")
+            return self
+        }
+        object[key] = text
+        return JSONFields(object)
+    }
+
+    /// Lists of objects (verifyReceipt's `in_app`, `latest_receipt_info`): dictionaries only, as no
+    /// field `PayloadFields` keeps is a list that anyone reads.
+    func array(_ key: String) -> [JSONFields] {
+        guard case .dictionary(let object) = storage else {
+            assertionFailure("array(\(key)) on payload fields")
+            return []
+        }
+        return (object[key] as? [Any])?.compactMap { JSONFields($0) } ?? []
+    }
 }

@@ -29,7 +29,9 @@ enum JSONObjectReader {
     }
 }
 
-private struct JSONCursor {
+/// A position in JSON bytes, with the plain subset's pieces (shared with `PayloadFields`, which
+/// reads the same subset without building Foundation values).
+struct JSONCursor {
     let base: UnsafePointer<UInt8>
     let end: Int
     var index = 0
@@ -119,6 +121,12 @@ private struct JSONCursor {
     /// `-?(0|[1-9][0-9]*)` with at most 18 digits, as JSONSerialization builds it: UInt64 when
     /// not negative, Int64 otherwise. Fractions and exponents are left to JSONSerialization.
     mutating func integer() -> NSNumber? {
+        guard let (value, negative) = integerValue() else { return nil }
+        return negative ? NSNumber(value: value) : NSNumber(value: UInt64(value))
+    }
+
+    /// The integer `integer()` reads, as a signed value (and whether it had a `-`: "-0" is 0 either way).
+    mutating func integerValue() -> (value: Int64, negative: Bool)? {
         let negative = base[index] == UInt8(ascii: "-")
         if negative { index += 1 }
         let digitsStart = index
@@ -131,7 +139,7 @@ private struct JSONCursor {
         let digits = index - digitsStart
         guard digits > 0, !(digits > 1 && base[digitsStart] == UInt8(ascii: "0")) else { return nil }
         if index < end, base[index] == UInt8(ascii: ".") || base[index] | 0x20 == UInt8(ascii: "e") { return nil }
-        return negative ? NSNumber(value: -value) : NSNumber(value: UInt64(value))
+        return (negative ? -value : value, negative)
     }
 
     /// At `"`: printable ASCII and the escapes `\" \\ \/ \b \f \n \r \t` (not `\u`).
@@ -153,9 +161,33 @@ private struct JSONCursor {
         return nil
     }
 
+    /// At `"`: the checks of `string()` without building the text (a value nobody reads).
+    mutating func skipString() -> Bool {
+        index += 1
+        while index < end {
+            skipPlainASCII()
+            guard index < end else { return false }
+            let byte = base[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""): return true
+            case UInt8(ascii: "\\"):
+                guard index < end else { return false }
+                switch base[index] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"): index += 1
+                default: return false
+                }
+            default:
+                guard byte >= 0x20, byte < 0x80 else { return false }
+            }
+        }
+        return false
+    }
+
     /// Skips 8 bytes at a time while none of them is `"`, `\`, a control character or non-ASCII
     /// (the receipt and nested-JWS strings run to thousands of such bytes).
-    private mutating func skipPlainASCII() {
+    mutating func skipPlainASCII() {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & highs != 0 }
         while end - index >= 8 {

@@ -28,7 +28,7 @@ public struct NotificationV2Decoder: Sendable {
         case .success(let verified): notification = verified
         case .failure(let failure): return .failure(PermanentFailure(failure.status.rawValue, "signedPayload: \(failure.reason)"))
         }
-        let payload = JSONFields(notification.payload)
+        let payload = notification.fields
         guard let type = payload.string("notificationType"), !type.isEmpty else {
             return .failure(PermanentFailure("missing_field", "V2 notification has no notificationType"))
         }
@@ -43,10 +43,10 @@ public struct NotificationV2Decoder: Sendable {
             case .failure(let failure):
                 return .failure(PermanentFailure(failure.status.rawValue, "signedTransactionInfo: \(failure.reason)"))
             case .success(let verified):
-                if let key = JSONFields(verified.payload).invalidNumber(V2Facts.transactionNumbers) {
+                if let key = verified.fields.invalidNumber(V2Facts.transactionNumbers) {
                     return .failure(ReceiptFields.invalidNumber("signedTransactionInfo", key))
                 }
-                guard let facts = V2Facts.transaction(JSONFields(verified.payload)) else {
+                guard let facts = V2Facts.transaction(verified.fields) else {
                     return .failure(PermanentFailure("missing_field", "signedTransactionInfo lacks transactionId, productId or purchaseDate"))
                 }
                 transaction = facts
@@ -57,10 +57,10 @@ public struct NotificationV2Decoder: Sendable {
             case .failure(let failure):
                 return .failure(PermanentFailure(failure.status.rawValue, "signedRenewalInfo: \(failure.reason)"))
             case .success(let verified):
-                if let key = JSONFields(verified.payload).invalidNumber(V2Facts.renewalNumbers) {
+                if let key = verified.fields.invalidNumber(V2Facts.renewalNumbers) {
                     return .failure(ReceiptFields.invalidNumber("signedRenewalInfo", key))
                 }
-                guard let facts = V2Facts.renewal(JSONFields(verified.payload)) else {
+                guard let facts = V2Facts.renewal(verified.fields) else {
                     return .failure(PermanentFailure("missing_field", "signedRenewalInfo lacks originalTransactionId"))
                 }
                 renewal = facts

@@ -56,7 +56,7 @@ public struct ServerAPIRecordDecoder: Sendable {
             switch verifier.verifyTransaction(signed) {
             case .failure(let failure): return .failure(PermanentFailure(failure.status.rawValue, "signedTransaction: \(failure.reason)"))
             case .success(let verified):
-                let fields = JSONFields(verified.payload)
+                let fields = verified.fields
                 if let key = fields.invalidNumber(V2Facts.transactionNumbers) { return .failure(ReceiptFields.invalidNumber("signedTransaction", key)) }
                 guard let facts = V2Facts.transaction(fields) else {
                     return .failure(PermanentFailure("missing_field", "signedTransaction lacks transactionId, productId or purchaseDate"))
@@ -70,7 +70,7 @@ public struct ServerAPIRecordDecoder: Sendable {
             switch verifier.verifyRenewalInfo(signed) {
             case .failure(let failure): return .failure(PermanentFailure(failure.status.rawValue, "signedRenewalInfo: \(failure.reason)"))
             case .success(let verified):
-                let fields = JSONFields(verified.payload)
+                let fields = verified.fields
                 if let key = fields.invalidNumber(V2Facts.renewalNumbers) { return .failure(ReceiptFields.invalidNumber("signedRenewalInfo", key)) }
                 guard let facts = V2Facts.renewal(fields) else {
                     return .failure(PermanentFailure("missing_field", "signedRenewalInfo lacks originalTransactionId"))

@@ -8,7 +8,7 @@ import Foundation
 /// and payload JSON objects, `kid` a string, `crit` only with extensions we understand (none).
 struct CompactJWS {
     let header: [String: Any]
-    let payload: [String: Any]
+    let payload: SignedPayload
     /// `BASE64URL(header) "." BASE64URL(payload)`: the bytes the signature covers.
     let signingInput: ArraySlice<UInt8>
     let signature: [UInt8]
@@ -51,7 +51,7 @@ struct CompactJWS {
             JWSHeaderCache.shared.insert(headerSegment, header: parsed)
         }
         if let problem = headerProblem(header) { return .failure(.init(.verificationFailure, problem)) }
-        guard let payload = jsonObject(payloadBytes) else {
+        guard let payload = SignedPayload(payloadBytes) else {
             return .failure(.init(.verificationFailure, "JWS payload is not a JSON object"))
         }
         return .success(CompactJWS(header: header, payload: payload, signingInput: bytes[..<lastDot], signature: signature,
@@ -119,6 +119,39 @@ struct CompactJWS {
     }
 
     static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? { JSONObjectReader.objectOrFallback(bytes) }
+}
+
+/// A JWS payload as read: the fields the verifier and the decoders use, straight from the bytes
+/// when `PayloadFields` reads them, else from the dictionary `JSONObjectReader.objectOrFallback`
+/// makes (which also decides whether the payload is a JSON object at all, as before).
+struct SignedPayload {
+    private enum JSON {
+        case bytes([UInt8])
+        case object([String: Any])
+    }
+
+    let fields: JSONFields
+    private let json: JSON
+
+    init?(_ bytes: [UInt8]) {
+        if let read = PayloadFields.read(bytes) {
+            fields = JSONFields(read)
+            json = .bytes(bytes)
+        } else if let object = JSONObjectReader.objectOrFallback(bytes) {
+            fields = JSONFields(object)
+            json = .object(object)
+        } else {
+            return nil
+        }
+    }
+
+    /// The whole object; the bytes `PayloadFields` read are a JSON object for `objectOrFallback` too.
+    var object: [String: Any] {
+        switch json {
+        case .object(let object): return object
+        case .bytes(let bytes): return JSONObjectReader.objectOrFallback(bytes) ?? [:]
+        }
+    }
 }
 
 /// JSONSerialization hands back NSNumber for both numbers and booleans; this tells them apart.

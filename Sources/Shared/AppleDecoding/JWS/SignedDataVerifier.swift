@@ -27,9 +27,16 @@ public enum AppStoreEnvironment: String, Sendable, CaseIterable, Codable {
 /// A JWS whose signature, chain and app checks all passed.
 public struct VerifiedSignedData {
     public let header: [String: Any]
-    public let payload: [String: Any]
+    let signedPayload: SignedPayload
     /// The environment the payload was accepted for.
     public let environment: AppStoreEnvironment
+
+    /// The fields the decoders read (`V2Facts`), without a dictionary when the payload reader read them.
+    var fields: JSONFields { signedPayload.fields }
+
+    /// The whole payload object, for callers that show or search it (the Server API client, the
+    /// CLI); parsed again from its bytes on each use when the decoders did not need a dictionary.
+    public var payload: [String: Any] { signedPayload.object }
 }
 
 /// Verifies App Store signed data (V2 notifications, signed transactions and renewal infos) with
@@ -95,7 +102,7 @@ public struct SignedDataVerifier: Sendable {
     /// else `externalPurchaseToken` (environment from the id's SANDBOX prefix), else `appData`.
     public func verifyNotification(_ signedPayload: String) -> Result<VerifiedSignedData, JWSVerificationFailure> {
         decode(signedPayload).flatMap { jws in
-            let root = JSONFields(jws.payload)
+            let root = jws.payload.fields
             var bundle: String?, appId: Int64?, environment: String?
             if let data = root.object("data") ?? root.object("summary") {
                 bundle = data.string("bundleId")
@@ -118,14 +125,14 @@ public struct SignedDataVerifier: Sendable {
             guard environment == target.rawValue else {
                 return .failure(.init(.invalidEnvironment, "notification environment \(environment ?? "<none>") is not accepted (\(environments.map(\.rawValue).joined(separator: ", ")))"))
             }
-            return .success(VerifiedSignedData(header: jws.header, payload: jws.payload, environment: target))
+            return .success(VerifiedSignedData(header: jws.header, signedPayload: jws.payload, environment: target))
         }
     }
 
     /// A JWS transaction (`signedTransactionInfo`): bundle id, then environment.
     public func verifyTransaction(_ signedTransaction: String) -> Result<VerifiedSignedData, JWSVerificationFailure> {
         decode(signedTransaction).flatMap { jws in
-            let fields = JSONFields(jws.payload)
+            let fields = jws.payload.fields
             let environment = fields.string("environment")
             let target = chooseEnvironment(environment)
             guard fields.string("bundleId") == bundleId else {
@@ -134,19 +141,19 @@ public struct SignedDataVerifier: Sendable {
             guard environment == target.rawValue else {
                 return .failure(.init(.invalidEnvironment, "transaction environment \(environment ?? "<none>") is not accepted"))
             }
-            return .success(VerifiedSignedData(header: jws.header, payload: jws.payload, environment: target))
+            return .success(VerifiedSignedData(header: jws.header, signedPayload: jws.payload, environment: target))
         }
     }
 
     /// A JWS renewal info (`signedRenewalInfo`): Apple checks only the environment (it has no bundle id).
     public func verifyRenewalInfo(_ signedRenewalInfo: String) -> Result<VerifiedSignedData, JWSVerificationFailure> {
         decode(signedRenewalInfo).flatMap { jws in
-            let environment = JSONFields(jws.payload).string("environment")
+            let environment = jws.payload.fields.string("environment")
             let target = chooseEnvironment(environment)
             guard environment == target.rawValue else {
                 return .failure(.init(.invalidEnvironment, "renewal info environment \(environment ?? "<none>") is not accepted"))
             }
-            return .success(VerifiedSignedData(header: jws.header, payload: jws.payload, environment: target))
+            return .success(VerifiedSignedData(header: jws.header, signedPayload: jws.payload, environment: target))
         }
     }
 
@@ -160,7 +167,7 @@ public struct SignedDataVerifier: Sendable {
 
     struct DecodedJWS {
         let header: [String: Any]
-        let payload: [String: Any]
+        let payload: SignedPayload
     }
 
     func decode(_ token: String) -> Result<DecodedJWS, JWSVerificationFailure> {
@@ -180,7 +187,7 @@ public struct SignedDataVerifier: Sendable {
             return .failure(.init(.verificationFailure, "JWS algorithm is not ES256"))
         }
         let effectiveDate: Date
-        switch Self.effectiveDate(jws.payload, now: now) {
+        switch Self.effectiveDate(jws.payload.fields, now: now) {
         case .success(let date): effectiveDate = date
         case .failure(let failure): return .failure(failure)
         }
@@ -198,7 +205,7 @@ public struct SignedDataVerifier: Sendable {
         guard jws.signatureVerifies(with: leafKey) else {
             return .failure(.init(.verificationFailure, "ES256 signature does not verify with the signing certificate"))
         }
-        if let problem = Self.claimProblem(jws.payload, now: now()) {
+        if let problem = Self.claimProblem(jws.payload.fields, now: now()) {
             return .failure(.init(.verificationFailure, problem))
         }
         return .success(DecodedJWS(header: jws.header, payload: jws.payload))
@@ -206,10 +213,13 @@ public struct SignedDataVerifier: Sendable {
 
     /// `signedDate` (else `receiptCreationDate`) in ms, floored to seconds as Apple does; now when
     /// neither is present. A value that is not a number is a verification failure.
-    static func effectiveDate(_ payload: [String: Any], now: () -> Date) -> Result<Date, JWSVerificationFailure> {
-        let raw = payload["signedDate"].flatMap { isNull($0) ? nil : $0 }
-            ?? payload["receiptCreationDate"].flatMap { isNull($0) ? nil : $0 }
-        guard let raw else { return .success(now()) }
+    static func effectiveDate(_ payload: JSONFields, now: () -> Date) -> Result<Date, JWSVerificationFailure> {
+        func present(_ key: String) -> JSONFields.Value? {
+            guard let value = payload.value(key) else { return nil }
+            if case .null = value { return nil }
+            return value
+        }
+        guard let raw = present("signedDate") ?? present("receiptCreationDate") else { return .success(now()) }
         guard let ms = pythonInt(raw) else {
             return .failure(.init(.verificationFailure, "signedDate is not a number"))
         }
@@ -219,51 +229,59 @@ public struct SignedDataVerifier: Sendable {
     }
 
     /// Python's `int(x)` for JSON values: numbers truncate, integer strings parse, booleans are 0/1.
-    static func pythonInt(_ value: Any) -> Int64? {
-        if isBool(value) { return (value as? Bool) == true ? 1 : 0 }
-        if let number = value as? NSNumber {
+    static func pythonInt(_ value: JSONFields.Value) -> Int64? {
+        switch value {
+        case .number(let number):
+            if isBool(number) { return (number as Any as? Bool) == true ? 1 : 0 }
             let double = number.doubleValue
             guard double.isFinite, abs(double) < 9.2e18 else { return nil }
             let type = number.objCType.pointee
             let isFloating = number is NSDecimalNumber || type == CChar(UInt8(ascii: "d")) || type == CChar(UInt8(ascii: "f"))
             return isFloating ? Int64(double) : number.int64Value
+        case .integer(let integer): return integer
+        case .bool(let bool): return bool ? 1 : 0
+        case .text(let text): return Int64(text.trimmingCharacters(in: .whitespaces))
+        case .null, .list, .object, .other: return nil
         }
-        if let text = value as? String {
-            return Int64(text.trimmingCharacters(in: .whitespaces))
-        }
-        return nil
     }
 
     /// PyJWT's checks of registered claims (Apple's payloads carry none of them): iat/nbf not in
     /// the future, exp in the future, no audience (none is expected), sub/jti strings.
-    static func claimProblem(_ payload: [String: Any], now: Date) -> String? {
+    static func claimProblem(_ payload: JSONFields, now: Date) -> String? {
         let current = now.timeIntervalSince1970
-        if let iat = payload["iat"] {
+        if let iat = payload.value("iat") {
             guard let value = pythonInt(iat) else { return "iat claim is not an integer" }
             if Double(value) > current { return "iat claim is in the future" }
         }
-        if let nbf = payload["nbf"] {
+        if let nbf = payload.value("nbf") {
             guard let value = pythonInt(nbf) else { return "nbf claim is not an integer" }
             if Double(value) > current { return "token is not valid yet (nbf)" }
         }
-        if let exp = payload["exp"] {
+        if let exp = payload.value("exp") {
             guard let value = pythonInt(exp) else { return "exp claim is not an integer" }
             if Double(value) <= current { return "token has expired (exp)" }
         }
-        if let aud = payload["aud"], pythonTruthy(aud) { return "token names an audience, none is expected" }
-        if let sub = payload["sub"], !(sub is String) { return "sub claim is not a string" }
-        if let jti = payload["jti"], !(jti is String) { return "jti claim is not a string" }
+        if let aud = payload.value("aud"), pythonTruthy(aud) { return "token names an audience, none is expected" }
+        if let sub = payload.value("sub"), !isText(sub) { return "sub claim is not a string" }
+        if let jti = payload.value("jti"), !isText(jti) { return "jti claim is not a string" }
         return nil
     }
 
-    private static func pythonTruthy(_ value: Any) -> Bool {
+    private static func isText(_ value: JSONFields.Value) -> Bool {
+        if case .text = value { return true }
+        return false
+    }
+
+    private static func pythonTruthy(_ value: JSONFields.Value) -> Bool {
         switch value {
-        case is NSNull: return false
-        case let text as String: return !text.isEmpty
-        case let list as [Any]: return !list.isEmpty
-        case let object as [String: Any]: return !object.isEmpty
-        case let number as NSNumber: return number.doubleValue != 0
-        default: return true
+        case .null: return false
+        case .text(let text): return !text.isEmpty
+        case .list(let isEmpty): return !isEmpty
+        case .object(let object): return !object.isEmpty
+        case .number(let number): return number.doubleValue != 0
+        case .integer(let integer): return integer != 0
+        case .bool(let bool): return bool
+        case .other: return true
         }
     }
 

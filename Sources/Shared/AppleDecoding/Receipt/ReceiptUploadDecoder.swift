@@ -186,8 +186,6 @@ enum VerifyReceiptResponse {
     private static func renewalWithoutId(_ info: JSONFields, _ facts: [TransactionFacts]) -> RenewalFacts? {
         guard let product = info.string("product_id") else { return nil }
         guard let latest = facts.filter({ $0.productId == product }).max(by: { $0.purchaseDateMs < $1.purchaseDateMs }) else { return nil }
-        var object = info.object
-        object["original_transaction_id"] = latest.originalTransactionId
-        return ReceiptFields.renewal(JSONFields(object))
+        return ReceiptFields.renewal(info.setting("original_transaction_id", to: latest.originalTransactionId))
     }
 }
