@@ -211,15 +211,7 @@ private struct PlainJSONCursor {
     /// Skips 8 bytes at a time while none is `"`, `\`, a control character or non-ASCII (a
     /// receipt's base64 runs to thousands of such bytes), then byte by byte.
     mutating func skipPlainASCII() {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & highs != 0 }
-        while end - index >= 8 {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            // With no high bit set, `word - 0x20 * ones` borrows into a high bit exactly when a byte is below 0x20.
-            if word & highs != 0 || (word &- 0x20 &* ones) & ~word & highs != 0
-                || hasZeroByte(word ^ (0x22 &* ones)) || hasZeroByte(word ^ (0x5C &* ones)) { break }
-            index += 8
-        }
+        index = PlainASCII.wordsEnd(base, from: index, end: end)
         while index < end {
             let byte = base[index]
             guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { return }

@@ -1,3 +1,4 @@
+import Domain
 import Foundation
 
 /// A fast reader for the JSON objects Apple sends (JWS headers and payloads, upload bodies) that
@@ -188,15 +189,7 @@ struct JSONCursor {
     /// Skips 8 bytes at a time while none of them is `"`, `\`, a control character or non-ASCII
     /// (the receipt and nested-JWS strings run to thousands of such bytes).
     mutating func skipPlainASCII() {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & highs != 0 }
-        while end - index >= 8 {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            // With no high bit set, `word - 0x20 * ones` borrows into a high bit exactly when a byte is below 0x20.
-            if word & highs != 0 || (word &- 0x20 &* ones) & ~word & highs != 0
-                || hasZeroByte(word ^ (0x22 &* ones)) || hasZeroByte(word ^ (0x5C &* ones)) { return }
-            index += 8
-        }
+        index = PlainASCII.wordsEnd(base, from: index, end: end)
     }
 
     private mutating func escapedString(from start: Int) -> String? {
