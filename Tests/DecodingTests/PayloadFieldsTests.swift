@@ -2,6 +2,7 @@
 import Crypto
 import Domain
 import Foundation
+import TestSupport
 import XCTest
 
 /// `PayloadFields` (a performance measure) must answer every question the verifier and the
@@ -190,19 +191,6 @@ final class PayloadFieldsTests: XCTestCase {
         XCTAssertNotNil(V2Facts.transaction(verifiedTransaction.fields)?.cancellationDateMs)
         XCTAssertEqual(V2Facts.renewal(verifiedRenewal.fields), V2Facts.renewal(JSONFields(verifiedRenewal.payload)))
         XCTAssertEqual(notification.payload["notificationUUID"] as? String, "002e14d5-51f5-4503-b5a8-c3a1af68eb20", "the whole object stays available")
-    }
-}
-
-/// A small deterministic generator (tests must be reproducible).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

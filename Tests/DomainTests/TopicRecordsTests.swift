@@ -1,5 +1,6 @@
 @testable import Domain
 import Foundation
+import TestSupport
 import XCTest
 
 /// The binary encoding of the stages' topic records: every field and enum case round-trips, the
@@ -250,21 +251,15 @@ final class TopicRecordsTests: XCTestCase {
     }
 }
 
-/// SplitMix64: generated values that are the same on every run.
+/// Generated values that are the same on every run (SplitMix64).
 struct SeededRandom {
-    private var state: UInt64
+    private var source: SplitMix64
     /// How often an optional field is set.
     var optionalShare = 0.5
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { source = SplitMix64(seed: seed) }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { source.next() }
 
     mutating func int(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
     mutating func bool() -> Bool { next() & 1 == 1 }

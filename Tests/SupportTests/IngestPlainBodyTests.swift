@@ -1,5 +1,6 @@
 @testable import Ingest
 import Foundation
+import TestSupport
 import XCTest
 
 /// The one-pass edge checks of V1 notifications and receipt uploads (`PlainJSONObject`) against
@@ -73,7 +74,7 @@ final class IngestPlainBodyTests: XCTestCase {
     /// takes is accepted by the full checks with the same facts; and for the plain ones the one
     /// pass takes exactly what the full checks accept.
     func testGeneratedBodiesAgreeWithTheFullChecks() throws {
-        var random = SplitMix(seed: 0x1A6E_5701)
+        var random = SplitMix64(seed: 0x1A6E_5701)
         var taken = (v1: 0, receipt: 0), plainBodies = 0
         for round in 0..<6_000 {
             let hostile = round % 2 == 1
@@ -111,7 +112,7 @@ final class IngestPlainBodyTests: XCTestCase {
         XCTAssertEqual(plainBodies, 3_000)
     }
 
-    private func mutate(_ body: [UInt8], _ random: inout SplitMix) -> [UInt8] {
+    private func mutate(_ body: [UInt8], _ random: inout SplitMix64) -> [UInt8] {
         var bytes = body
         let specials: [UInt8] = [0x22, 0x5C, 0x7B, 0x7D, 0x5B, 0x5D, 0x2C, 0x3A, 0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF, 0x20, 0x75, 0x30, 0x2E]
         for _ in 0..<(random.below(3) + 1) where !bytes.isEmpty {
@@ -127,18 +128,7 @@ final class IngestPlainBodyTests: XCTestCase {
     }
 }
 
-/// SplitMix64: the same bodies on every run.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+extension SplitMix64 {
     mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
 }
 
@@ -147,7 +137,7 @@ struct SplitMix {
 /// verdict: types, lengths, emptiness, nesting; hostile ones add everything else: `\u`, non-ASCII,
 /// control bytes, floats, long integers, repeated keys, deeper nesting.
 struct BodyGenerator {
-    var random: SplitMix
+    var random: SplitMix64
     let hostile: Bool
     /// Top-level keys whose string values the edge reads as text: plain bodies give them no escapes.
     static let textKeys: Set<String> = ["notification_type", "password", "environment", "bvrs", "bid", "auto_renew_product_id",
@@ -236,4 +226,3 @@ struct BodyGenerator {
     }
 }
 
-extension SplitMix: RandomNumberGenerator {}
