@@ -16,7 +16,8 @@ func startProcess(roles: Set<ProcessRole>, _ arguments: Arguments) throws {
     if let level = process.logLevel.flatMap(LogLevel.named) { Logger.setMinimumLevel(level) }
     StopSignal.configureSupervisingParent(process.parentPid)
     CodeVersion.configure(process.codeVersion)
-    PGOptions.configureProcess(connectTimeoutSeconds: process.pgConnectTimeoutSeconds, statementTimeoutMs: process.pgStatementTimeoutMs)
+    PGOptions.configureProcess(connectTimeoutSeconds: process.pgConnectTimeoutSeconds, statementTimeoutMs: process.pgStatementTimeoutMs,
+                               applicationName: (["storeledger"] + roles.map(\.rawValue).sorted()).joined(separator: "-"))
     EmbeddedPostgres.configureBinDirectory(process.pgBinDirectory)
     // The simulator's app-side requests present this key unless a run sets its own.
     if let key = try Environment.read(SimulatorConfiguration.init).apiKey { IngestCredential.apiKey = key }

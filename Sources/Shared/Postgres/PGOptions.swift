@@ -12,6 +12,9 @@ public struct PGOptions: Sendable, Equatable {
     public var statementTimeoutMs = 30_000
     /// `keepalives_idle` in seconds (then 3 probes 5 s apart).
     public var keepaliveIdleSeconds = 10
+    /// libpq `fallback_application_name`: which StoreLedger process a session in
+    /// `pg_stat_activity` belongs to, unless the URL names one itself.
+    public var applicationName = "storeledger"
 
     public init() {}
 
@@ -21,9 +24,10 @@ public struct PGOptions: Sendable, Equatable {
     /// set once at startup (`configureProcess`); the defaults until then.
     public static var process: PGOptions { configured.withLock { $0 } }
 
-    public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?) {
+    public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?, applicationName: String? = nil) {
         configured.withLock { options in
             options = PGOptions()
+            if let applicationName { options.applicationName = applicationName }
             if let connectTimeoutSeconds { options.connectTimeoutSeconds = connectTimeoutSeconds }
             if let statementTimeoutMs { options.statementTimeoutMs = statementTimeoutMs }
         }
@@ -34,7 +38,7 @@ public struct PGOptions: Sendable, Equatable {
     /// this module parses, whatever the server's defaults, and the statement timeout. It replaces
     /// an `options` parameter of the URL.
     var connectKeywords: [(String, String)] {
-        [("connect_timeout", String(connectTimeoutSeconds)), ("keepalives", "1"),
+        [("connect_timeout", String(connectTimeoutSeconds)), ("fallback_application_name", applicationName), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),
          ("client_encoding", "UTF8"),
          ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs)")]
