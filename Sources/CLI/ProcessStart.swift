@@ -17,7 +17,8 @@ func startProcess(roles: Set<ProcessRole>, _ arguments: Arguments) throws {
     StopSignal.configureSupervisingParent(process.parentPid)
     CodeVersion.configure(process.codeVersion)
     PGOptions.configureProcess(connectTimeoutSeconds: process.pgConnectTimeoutSeconds, statementTimeoutMs: process.pgStatementTimeoutMs,
-                               applicationName: (["storeledger"] + roles.map(\.rawValue).sorted()).joined(separator: "-"))
+                               applicationName: (["storeledger"] + roles.map(\.rawValue).sorted()).joined(separator: "-"),
+                               preparesStatements: process.pgPrepareStatements)
     EmbeddedPostgres.configureBinDirectory(process.pgBinDirectory)
     // The simulator's app-side requests present this key unless a run sets its own.
     if let key = try Environment.read(SimulatorConfiguration.init).apiKey { IngestCredential.apiKey = key }

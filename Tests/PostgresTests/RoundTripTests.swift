@@ -242,18 +242,97 @@ final class RoundTripTests: PGTestCase {
         }
     }
 
-    func testRowsAffectedAndPreparedStatements() throws {
+    func testRowsAffected() throws {
         let conn = try connect()
         let table = uniqueTable()
         try conn.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 0)")
         for id in 0..<20 {
-            XCTAssertEqual(try conn.execute("INSERT INTO \(unsafeSQL: table) (id) VALUES (\(id))", prepared: true), 1)
+            XCTAssertEqual(try conn.execute("INSERT INTO \(unsafeSQL: table) (id) VALUES (\(id))"), 1)
         }
         XCTAssertEqual(try conn.execute("UPDATE \(unsafeSQL: table) SET n = n + 1 WHERE id < \(5)"), 5)
-        XCTAssertEqual(try conn.query("SELECT sum(n) AS s FROM \(unsafeSQL: table) WHERE id >= \(0)", prepared: true)
-            .first?.int("s"), 5)
+        XCTAssertEqual(try conn.query("SELECT sum(n) AS s FROM \(unsafeSQL: table) WHERE id >= \(0)").first?.int("s"), 5)
         XCTAssertEqual(try conn.execute("SELECT 1"), 1)
         XCTAssertEqual(try conn.execute("CREATE TEMP TABLE scratch (x int)"), 0)
+    }
+
+    /// The statements this connection has prepared on the server whose text mentions `table`.
+    private func prepared(on conn: PGConnection, mentioning table: String) throws -> [String] {
+        try conn.query("SELECT statement FROM pg_prepared_statements WHERE strpos(statement, \(table)) > 0 ORDER BY statement")
+            .map { try $0.string("statement") }
+    }
+
+    func testStatementsArePreparedFromTheirSecondRunAndKeepWorking() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 0)")
+        func insert(_ id: Int) throws -> Int { try conn.execute("INSERT INTO \(unsafeSQL: table) (id) VALUES (\(id)) ON CONFLICT DO NOTHING") }
+        XCTAssertEqual(try insert(1), 1)
+        XCTAssertEqual(try prepared(on: conn, mentioning: table), [], "a first run is not prepared")
+        XCTAssertEqual(try insert(2), 1)
+        XCTAssertEqual(try insert(2), 0, "the prepared statement takes new values")
+        XCTAssertEqual(try insert(3), 1)
+        XCTAssertEqual(try prepared(on: conn, mentioning: table).count, 1, "prepared once, from the second run")
+        XCTAssertEqual(try conn.query("SELECT count(*) AS n FROM \(unsafeSQL: table)").first?.int("n"), 3)
+
+        // Same text, other parameter types: a statement of its own.
+        XCTAssertEqual(try conn.query("SELECT \(Int64(7)) AS v").first?.string("v"), "7")
+        XCTAssertEqual(try conn.query("SELECT \(Int64(8)) AS v").first?.string("v"), "8")
+        XCTAssertEqual(try conn.query("SELECT \("text") AS v").first?.string("v"), "text")
+        XCTAssertEqual(try conn.query("SELECT \("again") AS v").first?.string("v"), "again")
+
+        // A server error through a prepared statement is classified and redacted as any other.
+        let secret = "secret-\(UUID().uuidString)"
+        try conn.executeScript("ALTER TABLE \(table) ADD COLUMN email text UNIQUE")
+        func setEmail(_ id: Int) throws { try conn.execute("UPDATE \(unsafeSQL: table) SET email = \(secret) WHERE id = \(id)") }
+        try setEmail(1)
+        XCTAssertThrowsError(try setEmail(2)) { error in
+            XCTAssertEqual((error as? PGError)?.isUniqueViolation, true, "\(error)")
+            XCTAssertFalse("\(error)".contains(secret), "\(error)")
+        }
+        XCTAssertThrowsError(try setEmail(3)) { XCTAssertEqual(($0 as? PGError)?.isUniqueViolation, true, "\($0)") }
+    }
+
+    func testAPreparedStatementWhoseResultChangedIsPreparedAgain() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY); INSERT INTO \(table) VALUES (1)")
+        func columns() throws -> Int { try conn.query("SELECT * FROM \(unsafeSQL: table) WHERE id = \(1)").columns.count }
+        XCTAssertEqual(try columns(), 1)
+        XCTAssertEqual(try columns(), 1)
+        // A migration elsewhere changes the table under the prepared `SELECT *`.
+        try connect().executeScript("ALTER TABLE \(table) ADD COLUMN added text")
+        XCTAssertThrowsError(try columns()) { XCTAssertEqual(($0 as? PGError)?.sqlState, "0A000", "\($0)") }
+        XCTAssertEqual(try columns(), 2, "the stale statement is forgotten and the text runs again")
+        XCTAssertEqual(try columns(), 2)
+
+        // A pooler's DISCARD ALL (or anything else) drops the names: the next run prepares again.
+        try conn.executeScript("DEALLOCATE ALL")
+        XCTAssertThrowsError(try columns()) { XCTAssertEqual(($0 as? PGError)?.sqlState, "26000", "\($0)") }
+        XCTAssertEqual(try columns(), 2)
+        XCTAssertEqual(try columns(), 2)
+        XCTAssertEqual(try prepared(on: conn, mentioning: table).count, 1)
+    }
+
+    func testPreparingCanBeTurnedOffAndIsForgottenOnReconnect() throws {
+        var options = PGOptions.process
+        options.preparesStatements = false
+        let plain = try PGConnection(url: server.url, options: options)
+        let table = uniqueTable()
+        try plain.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY)")
+        for id in 0..<4 { try plain.execute("INSERT INTO \(unsafeSQL: table) VALUES (\(id))") }
+        XCTAssertEqual(try prepared(on: plain, mentioning: table), [])
+
+        let conn = try connect()
+        func count() throws -> Int? { try conn.query("SELECT count(*) AS n FROM \(unsafeSQL: table) WHERE id >= \(0)").first?.int("n") }
+        XCTAssertEqual(try count(), 4)
+        XCTAssertEqual(try count(), 4)
+        XCTAssertEqual(try prepared(on: conn, mentioning: table).count, 1)
+        let pid = try XCTUnwrap(conn.query("SELECT pg_backend_pid() AS pid").first).int("pid")
+        _ = try plain.query("SELECT pg_terminate_backend(\(Int32(pid)))")
+        XCTAssertThrowsError(try count())
+        try conn.reset()
+        XCTAssertEqual(try count(), 4, "a new session: the old name is not used")
+        XCTAssertEqual(try count(), 4)
     }
 
     func testBrokenConnectionIsDetectedRetryableAndResettable() throws {

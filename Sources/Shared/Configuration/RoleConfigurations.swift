@@ -15,6 +15,7 @@ public struct ProcessConfiguration: Sendable, Equatable {
     public var pgBinDirectory: String?
     public var pgConnectTimeoutSeconds: Int?
     public var pgStatementTimeoutMs: Int?
+    public var pgPrepareStatements: Bool?
     /// Deliberately wrong rules for the replay tests, comma-separated.
     public var testWrongRules = ""
 
@@ -30,6 +31,7 @@ public struct ProcessConfiguration: Sendable, Equatable {
         pgBinDirectory = reader.text(.pgBin)
         pgConnectTimeoutSeconds = reader.integer(.pgConnectTimeoutSeconds).map { Int($0) }
         pgStatementTimeoutMs = reader.integer(.pgStatementTimeoutMs).map { Int($0) }
+        pgPrepareStatements = reader.boolean(.pgPrepareStatements)
         testWrongRules = reader.text(.testWrongRule) ?? ""
     }
 }

@@ -87,6 +87,9 @@ extension Setting {
                                                         roles: ProcessRole.databaseClients, doc: "libpq connect_timeout of every connection.")
     public static let pgStatementTimeoutMs = Setting("STORELEDGER_PG_STATEMENT_TIMEOUT_MS", .integer(0...3_600_000), default: "30000",
                                                      roles: ProcessRole.databaseClients, doc: "statement_timeout of every session (0 = none).")
+    public static let pgPrepareStatements = Setting("STORELEDGER_PG_PREPARE_STATEMENTS", .boolean, default: "true",
+                                                    roles: ProcessRole.databaseClients,
+                                                    doc: "Prepare statements a connection runs twice (false behind PgBouncer's transaction mode before 1.21).")
 
     // The consumer loop.
     public static let loopMaxAttempts = Setting("STORELEDGER_LOOP_MAX_ATTEMPTS", .integer(1...1000), default: "8", roles: ProcessRole.loopMembers,
@@ -178,7 +181,7 @@ extension Setting {
         jwtHS256SecretFiles, jwtLeewaySeconds, metricsAccess, rateLimitServicePerSecond, rateLimitUserPerSecond, rateLimitAdminPerSecond,
         maxConnectionsPerAddress, httpIdleTimeoutSeconds, httpBodyTimeoutSeconds, kafkaPropertiesFile, devAPIKey, apiKey,
         kafkaBootstrapServers, databaseURL, logLevel, kafkaSessionTimeoutMs, kafkaFetchWaitMs, kafkaLingerMs, port, catalog,
-        pgConnectTimeoutSeconds, pgStatementTimeoutMs,
+        pgConnectTimeoutSeconds, pgStatementTimeoutMs, pgPrepareStatements,
         loopMaxAttempts, loopBaseBackoffMs, loopMaxBackoffMs, failpoint, failpointLog, failpointMax, relayCrashFlag, webhooks,
         signingKeys, signingDefaultKeyId, signingIssuerId, signerMetricsFile, noncesPerHour, offerSignTimeoutMs,
         apiProductionURL, apiSandboxURL, apiKeyId, ingestServerAPI, consumptionConsent, consumptionGrantFullBelowPercent,

@@ -4,7 +4,8 @@ import Runtime
 
 /// One blocking libpq connection. Not thread-safe: use it from one thread at a time
 /// (`PGPool` hands connections to threads). Every statement goes through `SQL`, so values
-/// travel as bind parameters (PQexecParams); results come back in text format.
+/// travel as bind parameters; results come back in text format. A statement text seen a second
+/// time on a connection is prepared on the server and reused (`PreparedStatements`).
 ///
 /// Batches: bind one array per column and `unnest` them, one statement and one round trip
 /// for a whole Kafka poll's worth of rows (PostgreSQL caps a statement at 65535 binds,
@@ -19,8 +20,7 @@ public final class PGConnection {
     private var handle: OpaquePointer?
     private let conninfo: String
     private let options: PGOptions
-    /// Statement text + parameter types -> server-side prepared statement name.
-    private var preparedNames: [String: String] = [:]
+    private var prepared = PreparedStatements()
 
     /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
     /// string. Errors never repeat the URL (it may hold a password). `options` bound how long
@@ -55,7 +55,7 @@ public final class PGConnection {
 
     /// Reconnects with the original parameters (after a broken connection or `close()`).
     public func reset() throws {
-        preparedNames = [:]
+        prepared.forgetAll()
         if let handle {
             PQreset(handle)
             if PQstatus(handle) == CONNECTION_OK {
@@ -69,28 +69,41 @@ public final class PGConnection {
 
     // MARK: Statements
 
-    /// Runs one statement and returns its rows. `prepared: true` prepares the statement
-    /// text once per connection and reuses it (saves parse/plan time on hot statements).
+    /// Runs one statement and returns its rows. From its second run on this connection (same text,
+    /// same parameter types) it runs as a server-side prepared statement: parse, analysis and
+    /// planning are paid once, which is most of a small batch's cost (issue 14).
     @discardableResult
-    public func query(_ sql: SQL, prepared: Bool = false) throws -> PGRows {
+    public func query(_ sql: SQL) throws -> PGRows {
         let handle = try open()
         let (text, binds) = sql.render()
-        let result = try Parameters.with(binds, statement: text) { parameters in
-            if prepared {
-                let name = try preparedName(text, parameters, handle: handle, binds: binds)
-                return PQexecPrepared(handle, name, parameters.count, parameters.values,
-                                      parameters.lengths, parameters.formats, 0)
+        return try Parameters.with(binds, statement: text) { parameters in
+            let key = PreparedStatements.Key(text: text, types: parameters.types)
+            guard options.preparesStatements, let (name, isNew) = prepared.name(for: key) else {
+                return try rows(checking: PQexecParams(handle, text, parameters.count, parameters.types, parameters.values,
+                                                       parameters.lengths, parameters.formats, 0), statement: text, binds: binds)
             }
-            return PQexecParams(handle, text, parameters.count, parameters.types, parameters.values,
-                                parameters.lengths, parameters.formats, 0)
+            if isNew {
+                do {
+                    _ = try rows(checking: PQprepare(handle, name, text, parameters.count, parameters.types), statement: text, binds: binds)
+                } catch {
+                    prepared.forget(key)
+                    throw error
+                }
+            }
+            do {
+                return try rows(checking: PQexecPrepared(handle, name, parameters.count, parameters.values,
+                                                         parameters.lengths, parameters.formats, 0), statement: text, binds: binds)
+            } catch let error as PGError where PreparedStatements.invalidates(error) {
+                prepared.forgetAll()
+                throw error
+            }
         }
-        return try rows(checking: result, statement: text, binds: binds)
     }
 
     /// Runs one statement and returns the number of rows it inserted/updated/deleted.
     @discardableResult
-    public func execute(_ sql: SQL, prepared: Bool = false) throws -> Int {
-        try query(sql, prepared: prepared).rowsAffected
+    public func execute(_ sql: SQL) throws -> Int {
+        try query(sql).rowsAffected
     }
 
     /// Runs a script of several `;`-separated statements with no parameters (simple query
@@ -112,17 +125,6 @@ public final class PGConnection {
     private func open() throws -> OpaquePointer {
         guard let handle else { throw PGError(kind: .usage, message: "connection is closed; call reset() to reconnect") }
         return handle
-    }
-
-    private func preparedName(_ text: String, _ parameters: Parameters, handle: OpaquePointer,
-                              binds: [PGValue]) throws -> String {
-        let key = text + "\u{0}" + parameters.types.map(String.init).joined(separator: ",")
-        if let name = preparedNames[key] { return name }
-        let name = "storeledger_\(preparedNames.count + 1)"
-        let result = PQprepare(handle, name, text, parameters.count, parameters.types)
-        _ = try rows(checking: result, statement: text, binds: binds)
-        preparedNames[key] = name
-        return name
     }
 
     /// Turns a libpq result into rows, or into a `PGError` (freeing the result).

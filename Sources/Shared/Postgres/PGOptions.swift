@@ -15,6 +15,10 @@ public struct PGOptions: Sendable, Equatable {
     /// libpq `fallback_application_name`: which StoreLedger process a session in
     /// `pg_stat_activity` belongs to, unless the URL names one itself.
     public var applicationName = "storeledger"
+    /// Prepare statements seen twice on a connection (`PreparedStatements`). Off for a pooler that
+    /// hands one client's statements to several server sessions (PgBouncer's transaction mode
+    /// before 1.21), where a session would lack the names.
+    public var preparesStatements = true
 
     public init() {}
 
@@ -24,9 +28,11 @@ public struct PGOptions: Sendable, Equatable {
     /// set once at startup (`configureProcess`); the defaults until then.
     public static var process: PGOptions { configured.withLock { $0 } }
 
-    public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?, applicationName: String? = nil) {
+    public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?, applicationName: String? = nil,
+                                        preparesStatements: Bool? = nil) {
         configured.withLock { options in
             options = PGOptions()
+            if let preparesStatements { options.preparesStatements = preparesStatements }
             if let applicationName { options.applicationName = applicationName }
             if let connectTimeoutSeconds { options.connectTimeoutSeconds = connectTimeoutSeconds }
             if let statementTimeoutMs { options.statementTimeoutMs = statementTimeoutMs }
