@@ -2,9 +2,9 @@
 import Foundation
 import XCTest
 
-/// The states stored in jsonb (`KnownPurchase`, `SubscriptionState`, `Cause`) are written directly;
-/// these tests hold the writers to what `JSONEncoder` wrote: the same object once parsed (jsonb keeps
-/// no key order), the same value decoded back, and every stored property written.
+/// The documents stored in JSON columns (`KnownPurchase`, `SubscriptionState`, `Cause`, `GroupMembership`)
+/// are written directly; these tests hold the writers to what `JSONEncoder` wrote: the same object once
+/// parsed (key order aside), the same value decoded back, and every stored property written.
 final class StateJSONTests: XCTestCase {
     func testFullPurchaseMatchesJSONEncoder() throws {
         let purchase = KnownPurchase(purchaseId: "p|1", facts: Self.facts(full: true), aliases: ["t-2", "t-1"], cancellationStatedAtMs: 9)
@@ -67,6 +67,22 @@ final class StateJSONTests: XCTestCase {
         XCTAssertEqual(Set(try XCTUnwrap(object["rawPosition"] as? [String: Any]).keys), Self.labels(full.rawPosition!))
         let sparse = Cause(source: .appReceipt, eventId: "r:1")
         try assertSameDocument(sparse.json, sparse)
+    }
+
+    /// The per-user view: every member when all are set, the optional ones left out when not.
+    func testGroupMembershipViewsMatchJSONEncoder() throws {
+        let full = GroupMembership(group: "vip", intervals: [Interval(startMs: 1, endMs: 5), Interval(startMs: 7, endMs: 9)],
+                                   currentProduct: "vip.1m", currentSubscriptionKey: "s/1", autoRenewStatus: false,
+                                   pendingProduct: "vip.1y", pendingChange: "crossgrade-at-renewal", isInBillingRetry: true,
+                                   gracePeriodExpiresMs: -3, balance: 12, subscriptionKeys: ["s/1", "s\"2"], environments: ["Sandbox"])
+        try assertSameDocument(full.json, full)
+        XCTAssertEqual(Set(try Self.object(full.json).keys), Self.labels(full))
+        let sparse = GroupMembership(group: "coins", intervals: [])
+        try assertSameDocument(sparse.json, sparse)
+        let open = GroupMembership(group: "life", intervals: [Interval(startMs: 2, endMs: nil)])
+        try assertSameDocument(open.json, open)
+        XCTAssertEqual(try Self.object(open.json)["openEnded"] as? Bool, true)
+        XCTAssertEqual(Set(try Self.object(sparse.json).keys), ["group", "intervals", "openEnded", "subscriptionKeys"])
     }
 
     /// Every character below 0x80 and some beyond, in a key and in values: parsed back unchanged.

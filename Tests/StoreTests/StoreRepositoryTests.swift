@@ -208,6 +208,46 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try Store.migrate(db), [], "migrating again applies nothing")
     }
 
+    /// Migration 10: states move from jsonb to json. Rows written before it read back unchanged,
+    /// states written after it are stored byte for byte as the writer made them, and the churn
+    /// report still reads the renewal's members.
+    func testMigrationTenKeepsStatesAndStoresThemAsWritten() throws {
+        let db = try PGConnection(url: try server.createDatabase("s_\(UUID().uuidString.prefix(8).lowercased())"))
+        try Migrator.migrate(db, Schema.migrations.filter { $0.version < 10 })
+        var old = SubscriptionState(subscriptionKey: "s-old", userId: "u-1")
+        old.grants["p-1"] = grant()
+        old.renewal = RenewalState(autoRenewStatus: false, productId: "vip.1m", autoRenewProductId: "vip.1y", isInBillingRetry: true,
+                                   gracePeriodExpiresMs: nil, asOfMs: 1_200, expirationIntent: "2")
+        try db.execute("INSERT INTO users (user_id) VALUES ('u-1')")
+        try db.execute("""
+            INSERT INTO subscriptions (subscription_key, user_id, state) VALUES ('s-old', 'u-1', \(PGJSON(String(decoding: old.json, as: UTF8.self))))
+            """)
+        XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
+                        .first?.string("data_type"), "jsonb")
+
+        XCTAssertEqual(try Store.migrate(db), [10])
+        XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
+                        .first?.string("data_type"), "json")
+        XCTAssertEqual(try MembershipQueries(db).subscription("s-old"), old, "a state written as jsonb reads back the same")
+
+        var new = SubscriptionState(subscriptionKey: "s-new", userId: "u-1")
+        new.grants["p-2"] = grant("p-2")
+        new.renewal = RenewalState(autoRenewStatus: true, productId: "vip.1m", autoRenewProductId: "vip.1m", isInBillingRetry: false,
+                                   gracePeriodExpiresMs: nil, asOfMs: 1_300)
+        try db.transaction { try MembershipStore($0).saveStates([SubscriptionRow(new, json: new.json)]) }
+        XCTAssertEqual(try db.query("SELECT state::text AS t FROM subscriptions WHERE subscription_key = 's-new'").first?.string("t"),
+                       String(decoding: new.json, as: UTF8.self), "stored as written: no parse, no reprint")
+        XCTAssertEqual(try db.transaction { try MembershipStore($0).lockStates(["s-new", "s-old"]) }, [new, old])
+
+        XCTAssertEqual(try FinanceReads(db).renewalStandings(["s-old", "s-new", "s-none"]), [
+            "s-old": RenewalStanding(autoRenewStatus: false, isInBillingRetry: true, expirationIntent: "2"),
+            "s-new": RenewalStanding(autoRenewStatus: true, isInBillingRetry: false, expirationIntent: nil),
+        ])
+        XCTAssertThrowsError(try db.transaction {
+            try MembershipStore($0).saveStates([SubscriptionRow(new, json: Array(#"{"subscriptionKey": "#.utf8))])
+        }, "the server still refuses a document that is not JSON")
+    }
+
     func testWaitingStatementsAndDeadlocksAreReadable() throws {
         let db = try migratedDatabase()
         XCTAssertEqual(try InspectionQueries(db).statementsWaitingForLocks(), [])

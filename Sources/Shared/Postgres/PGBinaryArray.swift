@@ -8,19 +8,22 @@
 ///     for row in rows { ids.append(row.id); names.append(row.name) }
 ///     try conn.execute("INSERT INTO t (id, name) SELECT * FROM unnest(\(ids), \(names))")
 ///
-/// The server still checks every element: text must be valid UTF-8 without NUL (22021), a jsonb
-/// element valid JSON (22P02).
+/// The server still checks every element: text must be valid UTF-8 without NUL (22021), a json or
+/// jsonb element valid JSON (22P02).
 public struct PGBinaryArray: Sendable {
     /// The element types batches need. `integer` columns take `.int8`: the insert's assignment cast
     /// refuses a value out of range (22003), as a text or JSON parameter would.
     public enum Element: Sendable {
-        case text, int8, bool, jsonb
+        /// `json` keeps the document's text as it is (checked, not parsed into a tree): cheaper to
+        /// write and to read back whole than `jsonb`, dearer to query field by field.
+        case text, int8, bool, json, jsonb
 
         var oid: UInt32 {
             switch self {
             case .text: return PGDataType.text.oid
             case .int8: return PGDataType.int8.oid
             case .bool: return PGDataType.bool.oid
+            case .json: return PGDataType.json.oid
             case .jsonb: return PGDataType.jsonb.oid
             }
         }
@@ -30,6 +33,7 @@ public struct PGBinaryArray: Sendable {
             case .text: return .textArray
             case .int8: return .int8Array
             case .bool: return .boolArray
+            case .json: return .jsonArray
             case .jsonb: return .jsonbArray
             }
         }
@@ -76,12 +80,14 @@ public struct PGBinaryArray: Sendable {
         count += 1
     }
 
-    /// A document that is already JSON text: jsonb's binary form is a version byte (1) and the text.
+    /// A document that is already JSON text. json's binary form is the text; jsonb's a version
+    /// byte (1) and the text.
     public mutating func append(json: [UInt8]?) {
-        assert(element == .jsonb, "jsonb into a \(element) array")
+        assert(element == .json || element == .jsonb, "JSON into a \(element) array")
         guard let json else { return appendNull() }
-        appendLength(json.count + 1)
-        bytes.append(1)
+        let versioned = element == .jsonb
+        appendLength(json.count + (versioned ? 1 : 0))
+        if versioned { bytes.append(1) }
         bytes.append(contentsOf: json)
         count += 1
     }

@@ -19,6 +19,7 @@ public struct PGDataType: Sendable, Hashable, CustomStringConvertible {
     public static let int2 = PGDataType("smallint", 21)
     public static let int4 = PGDataType("integer", 23)
     public static let text = PGDataType("text", 25)
+    public static let json = PGDataType("json", 114)
     public static let float8 = PGDataType("double precision", 701)
     public static let timestamptz = PGDataType("timestamp with time zone", 1184)
     public static let uuid = PGDataType("uuid", 2950)
@@ -31,6 +32,7 @@ public struct PGDataType: Sendable, Hashable, CustomStringConvertible {
     public static let timestamptzArray = PGDataType("timestamp with time zone[]", 1185)
     public static let uuidArray = PGDataType("uuid[]", 2951)
     public static let jsonbArray = PGDataType("jsonb[]", 3807)
+    public static let jsonArray = PGDataType("json[]", 199)
 }
 
 /// One encoded bind parameter. Its description names the type only: values never reach logs

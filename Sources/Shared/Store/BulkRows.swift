@@ -37,6 +37,11 @@ struct BulkColumn<Row>: Sendable {
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }
     }
+
+    /// The same into a `json` column: stored as the bytes given, after the server's check.
+    static func json(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
+        Self(name: name, element: .json) { row, array in array.append(json: value(row)) }
+    }
 }
 
 /// A batch of rows as one binary array parameter per column, `unnest`ed together: one round trip,

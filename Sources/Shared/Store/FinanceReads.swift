@@ -39,9 +39,10 @@ public struct FinanceReads {
         guard !keys.isEmpty else { return [:] }
         var standings: [String: RenewalStanding] = [:]
         for row in try db.query("""
-            SELECT subscription_key, (state->'renewal'->>'autoRenewStatus')::boolean AS on,
-                   (state->'renewal'->>'isInBillingRetry')::boolean AS retry, state->'renewal'->>'expirationIntent' AS intent
-            FROM subscriptions WHERE subscription_key = ANY(\(keys))
+            SELECT subscription_key, (renewal->>'autoRenewStatus')::boolean AS on,
+                   (renewal->>'isInBillingRetry')::boolean AS retry, renewal->>'expirationIntent' AS intent
+            FROM (SELECT subscription_key, (state->'renewal')::jsonb AS renewal  -- a json state: parsed once, not per member
+                  FROM subscriptions WHERE subscription_key = ANY(\(keys))) s
             """) {
             standings[try row.string("subscription_key")] = RenewalStanding(
                 autoRenewStatus: try row.decode("on"), isInBillingRetry: try row.decode("retry"), expirationIntent: try row.decode("intent"))

@@ -76,7 +76,7 @@ public struct SubscriptionRow: BulkRow {
     static let columns: [BulkColumn<Self>] = [
         .text("subscription_key") { $0.subscriptionKey },
         .text("user_id") { $0.userId },
-        .jsonb("state") { $0.state },
+        .json("state") { $0.state },
     ]
 }
 

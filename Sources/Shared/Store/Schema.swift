@@ -301,5 +301,13 @@ public enum Schema {
         ALTER TABLE grants DROP COLUMN original_transaction_id;
         ALTER TABLE subscriptions DROP COLUMN environment;
         """),
+        Migration(version: 10, name: "subscription states as json", sql: """
+        -- Issue 14: membership writes every state it changes (~3.5 kB of JSON) and reads it back whole on the
+        -- next batch (`state::text`). As jsonb each write parsed the document into a tree and each read
+        -- printed it again; json keeps the checked text, so both are a copy. Nothing queries these states
+        -- field by field on a hot path (the churn report reads one member per subscription).
+        -- Rewrites the table once.
+        ALTER TABLE subscriptions ALTER COLUMN state TYPE json USING state::json;
+        """),
     ]
 }

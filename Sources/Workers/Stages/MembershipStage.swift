@@ -47,8 +47,6 @@ public struct MembershipStage: StageLogic {
 /// Membership's batch as Store rows, usable outside a stage (benchmarks, rebuilds, replay).
 public struct MembershipWriter {
     let db: PGConnection
-    /// For the per-user views (states and causes have writers of their own); into jsonb, key order does not matter.
-    let encoder = JSONEncoder()
     public init(_ db: PGConnection) { self.db = db }
 
     public struct Outcome: Sendable { public var entries: Int; public var subscriptions: Int }
@@ -83,11 +81,9 @@ public struct MembershipWriter {
         try store.saveStates(changed.compactMap { key in book.subscriptions[key].map { SubscriptionRow($0, json: $0.json) } })
         // After the states: the finance rows take the grant facts from them.
         try store.saveGrants(grantRows(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } }))
-        try store.replaceUserMembership(users: affectedUsers.sorted(), with: try userMembershipRows(affectedUsers.sorted(), book))
+        try store.replaceUserMembership(users: affectedUsers.sorted(), with: userMembershipRows(affectedUsers.sorted(), book))
         return Outcome(entries: entries.count, subscriptions: changed.count)
     }
-
-    func json<T: Encodable>(_ value: T) throws -> [UInt8] { [UInt8](try encoder.encode(value)) }
 
     /// Returns the entries' ids, in order.
     private func appendLedger(_ entries: [LedgerEntry]) throws -> [Int64] {
@@ -121,9 +117,9 @@ public struct MembershipWriter {
     }
 
     /// The per-user projection of every user whose subscriptions changed (or moved).
-    private func userMembershipRows(_ users: [String], _ book: MembershipBook) throws -> [UserMembershipRow] {
-        try users.flatMap { user in
-            try groupMemberships(of: book.states(ofUser: user)).map { UserMembershipRow(userId: user, membership: $0, view: try json($0)) }
+    private func userMembershipRows(_ users: [String], _ book: MembershipBook) -> [UserMembershipRow] {
+        users.flatMap { user in
+            groupMemberships(of: book.states(ofUser: user)).map { UserMembershipRow(userId: user, membership: $0, view: $0.json) }
         }
     }
 }

@@ -1,7 +1,7 @@
-/// The states stored in PostgreSQL's jsonb columns (`purchases.state`, `subscriptions.state`,
-/// `ledger.cause`), written directly: the same members and values as their `Encodable` conformances
+/// The documents stored in PostgreSQL's JSON columns (`purchases.state`, `subscriptions.state`,
+/// `ledger.cause`, `user_membership.view`), written directly: the same members and values as their `Encodable` conformances
 /// (`StateJSONTests` compares the two, and counts the fields), so every reader that decodes them
-/// with `JSONDecoder` or reads them in SQL sees no difference. Foundation's encoder of these three
+/// with `JSONDecoder` or reads them in SQL sees no difference. Foundation's encoder of these
 /// was 11 % of the pipeline's samples. Members go in sorted order, dictionaries by key.
 extension KnownPurchase {
     public var json: [UInt8] {
@@ -55,6 +55,28 @@ extension SubscriptionState {
             if let renewal { $0.object("renewal") { renewal.write(&$0) } }
             $0.string("subscriptionKey", subscriptionKey)
             $0.string("userId", userId)
+        }
+    }
+}
+
+extension GroupMembership {
+    /// The per-user view, one per user and group, rewritten whenever one of the user's subscriptions changes.
+    public var json: [UInt8] {
+        SortedKeyJSON.document {
+            $0.bool("autoRenewStatus", autoRenewStatus)
+            $0.int("balance", balance)
+            $0.string("currentProduct", currentProduct)
+            $0.string("currentSubscriptionKey", currentSubscriptionKey)
+            if let environments { $0.strings("environments", environments) }
+            $0.int("expiresMs", expiresMs)
+            $0.int("gracePeriodExpiresMs", gracePeriodExpiresMs)
+            $0.string("group", group)
+            $0.intervals("intervals", intervals)
+            $0.bool("isInBillingRetry", isInBillingRetry)
+            $0.bool("openEnded", openEnded)
+            $0.string("pendingChange", pendingChange)
+            $0.string("pendingProduct", pendingProduct)
+            $0.strings("subscriptionKeys", subscriptionKeys)
         }
     }
 }
