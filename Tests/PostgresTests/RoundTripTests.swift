@@ -313,6 +313,38 @@ final class RoundTripTests: PGTestCase {
         XCTAssertEqual(try prepared(on: conn, mentioning: table).count, 1)
     }
 
+    /// PostgreSQL's default would switch this statement to a generic plan made while the table was
+    /// one vacuumed page (a sequential scan) and keep it as the table grows; planned per run, the
+    /// prepared statement uses the index once the table is large.
+    func testPreparedStatementsArePlannedForTheTableAsItIsNow() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("""
+            CREATE TABLE \(table) (user_id text, group_id text, PRIMARY KEY (user_id, group_id));
+            INSERT INTO \(table) VALUES ('a', 'g')
+            """)
+        try conn.executeScript("VACUUM \(table)")
+        func delete(_ users: [String]) throws -> Int { try conn.execute("DELETE FROM \(unsafeSQL: table) WHERE user_id = ANY(\(users))") }
+        for _ in 0..<8 { XCTAssertEqual(try delete(["b", "c"]), 0) }
+        XCTAssertEqual(try prepared(on: conn, mentioning: table).count, 1)
+        try conn.executeScript("INSERT INTO \(table) SELECT 'u' || i, 'g' FROM generate_series(1, 20000) i")
+
+        func scans() throws -> (seq: Int, index: Int) {
+            let row = try XCTUnwrap(conn.query("""
+                SELECT seq_scan, coalesce(idx_scan, 0) AS idx_scan FROM pg_stat_xact_user_tables WHERE relid = \(table)::regclass
+                """).first)
+            return (try row.int("seq_scan"), try row.int("idx_scan"))
+        }
+        try conn.executeScript("BEGIN")  // the view counts this transaction's scans
+        let before = try scans()
+        XCTAssertEqual(try delete(["u1", "u2"]), 2)
+        let after = try scans()
+        try conn.executeScript("ROLLBACK")
+        XCTAssertEqual(after.seq - before.seq, 0, "no sequential scan of 20,000 rows for two keys")
+        XCTAssertGreaterThan(after.index - before.index, 0, "found through the primary key")
+        XCTAssertEqual(try conn.query("SHOW plan_cache_mode").first?.string("plan_cache_mode"), "force_custom_plan")
+    }
+
     func testPreparingCanBeTurnedOffAndIsForgottenOnReconnect() throws {
         var options = PGOptions.process
         options.preparesStatements = false

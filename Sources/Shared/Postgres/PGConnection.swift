@@ -70,8 +70,8 @@ public final class PGConnection {
     // MARK: Statements
 
     /// Runs one statement and returns its rows. From its second run on this connection (same text,
-    /// same parameter types) it runs as a server-side prepared statement: parse, analysis and
-    /// planning are paid once, which is most of a small batch's cost (issue 14).
+    /// same parameter types) it runs as a server-side prepared statement: parse and analysis are
+    /// paid once; the plan is made on every run for the tables as they are (`PGOptions`).
     @discardableResult
     public func query(_ sql: SQL) throws -> PGRows {
         let handle = try open()

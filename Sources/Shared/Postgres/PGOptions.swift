@@ -42,11 +42,15 @@ public struct PGOptions: Sendable, Equatable {
     /// libpq keywords appended after the caller's URL (later keywords win in PQconnectdbParams).
     /// `options` sets the session parameters at connect time (no statement): the output formats
     /// this module parses, whatever the server's defaults, and the statement timeout. It replaces
-    /// an `options` parameter of the URL.
+    /// an `options` parameter of the URL. `plan_cache_mode=force_custom_plan`: a prepared statement
+    /// saves its parse, not its plan. PostgreSQL's default switches a statement to a generic plan
+    /// after five runs and keeps it until the table's statistics change; a plan made while a table
+    /// was small (a sequential scan) then stays while the table grows, and `bench e2e` measured
+    /// PostgreSQL's CPU per event doubling (issue 14). Planned per run, it follows the table.
     var connectKeywords: [(String, String)] {
         [("connect_timeout", String(connectTimeoutSeconds)), ("fallback_application_name", applicationName), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),
          ("client_encoding", "UTF8"),
-         ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs)")]
+         ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs) -c plan_cache_mode=force_custom_plan")]
     }
 }
