@@ -1,5 +1,4 @@
 import Domain
-import Foundation
 import Kafka
 import Postgres
 import Runtime
@@ -60,8 +59,9 @@ public struct MembershipWriter {
         for command in commands { if case .linkUser(let link) = command.action { users.insert(link.userId) } }
         var others: [SubscriptionState] = []
         if !users.isEmpty {
-            try store.lockUsers(users.sorted())
-            others = try store.states(ofUsers: users.sorted(), excluding: keys)
+            let ordered = users.sorted()
+            try store.lockUsers(ordered)
+            others = try store.states(ofUsers: ordered, excluding: keys)
         }
         let original = MembershipBook(loaded + others)
         var book = original
@@ -81,7 +81,8 @@ public struct MembershipWriter {
         try store.saveStates(changed.compactMap { key in book.subscriptions[key].map { SubscriptionRow($0, json: $0.json) } })
         // After the states: the finance rows take the grant facts from them.
         try store.saveGrants(grantRows(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } }))
-        try store.replaceUserMembership(users: affectedUsers.sorted(), with: userMembershipRows(affectedUsers.sorted(), book))
+        let viewUsers = affectedUsers.sorted()
+        try store.replaceUserMembership(users: viewUsers, with: userMembershipRows(viewUsers, book))
         return Outcome(entries: entries.count, subscriptions: changed.count)
     }
 
