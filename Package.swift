@@ -80,7 +80,7 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Postgres", "Domain"], path: "Tests/StoreTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "SupportTests", dependencies: ["TestSupport", "Ingest", "Store", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], path: "Tests/HTTPServerTests", swiftSettings: strict),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Runtime"], path: "Tests/HTTPServerTests", swiftSettings: strict),
         .testTarget(name: "DecodingTests", dependencies: ["TestSupport", "Configuration", "Simulator", "AppleDecoding", "Domain", "Crypto", "Runtime"],
                     path: "Tests/DecodingTests", swiftSettings: strict),
         .testTarget(name: "SignerTests", dependencies: ["TestSupport", "Signer", "Crypto", "Domain", "Runtime"],

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import HTTPServer
+@testable import Runtime
 import XCTest
 
 /// Contract: every test runs a real libmicrohttpd daemon on an ephemeral loopback port and
@@ -222,6 +223,20 @@ final class HTTPServerTests: XCTestCase {
         let client = try RawConnection(port: first.boundPort)
         client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         XCTAssertEqual(client.readResponse().body, "1")
+    }
+
+    /// A port picked for a child lies below the ephemeral range, where no outgoing connection's
+    /// source port can take it before the child binds it; no two picks in a process are the same.
+    func testPickedPortsLieBelowTheEphemeralRangeAndAreNeverHandedOutTwice() throws {
+        let low = FreePort.ephemeralLow()
+        try XCTSkipUnless(low - FreePort.floor >= 1_000, "this machine's ephemeral range starts at \(low): the kernel chooses")
+        let ports = try (0..<50).map { _ in try FreePort.loopback() }
+        XCTAssertEqual(Set(ports).count, ports.count)
+        for port in ports { XCTAssertTrue((FreePort.floor..<low).contains(port), "\(port)") }
+        let server = HTTPServer(port: ports[0], threads: 1, maxBodyBytes: 10) { _, responder in responder.respond(.text("ok")) }
+        try server.start()
+        defer { server.stop() }
+        XCTAssertEqual(server.boundPort, ports[0])
     }
 
     func testStartFailuresAreTypedErrors() throws {
