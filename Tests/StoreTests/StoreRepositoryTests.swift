@@ -225,7 +225,7 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "jsonb")
 
-        XCTAssertEqual(try Store.migrate(db), [10])
+        XCTAssertEqual(try Store.migrate(db), [10, 11])
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "json")
         XCTAssertEqual(try MembershipQueries(db).subscription("s-old"), old, "a state written as jsonb reads back the same")
@@ -246,6 +246,42 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertThrowsError(try db.transaction {
             try MembershipStore($0).saveStates([SubscriptionRow(new, json: Array(#"{"subscriptionKey": "#.utf8))])
         }, "the server still refuses a document that is not JSON")
+    }
+
+    /// Migration 11: the relay's two updates of an outbox row (its order, then published) leave the
+    /// row on its page, where PostgreSQL logs only the changed bytes; states written afterwards are
+    /// compressed with lz4 where the server has it.
+    func testMigrationElevenKeepsRelayUpdatesOnTheirPageAndCompressesStatesWithLZ4() throws {
+        let db = try migratedDatabase()
+        let payload = String(repeating: "{\"membership\":\"granted\"}", count: 50)
+        let rows = (1...12).map { OutboxRow(eventKey: "u-\($0)", entryId: Int64($0), subscriptionKey: "s-\($0)", eventType: "membership.granted",
+                                           payload: payload + String($0)) }
+        try MembershipStore(db).appendOutbox(rows)
+        func pages() throws -> [Int64: String] {
+            Dictionary(uniqueKeysWithValues: try db.query("SELECT entry_id, (ctid::text::point)[0]::text AS page FROM membership_outbox")
+                .map { (try $0.int64("entry_id"), try $0.string("page")) })
+        }
+        let before = try pages()
+        XCTAssertGreaterThan(Set(before.values).count, 2, "half of each page stays free: twelve 1.3 kB rows span several pages")
+        let outbox = OutboxStore(db)
+        let unordered = try outbox.unordered(limit: 20)
+        let seqs = try outbox.nextRelaySeqs(unordered.count)
+        try outbox.assign(zip(unordered, seqs).map { OutboxStore.Assignment(eventKey: $0.eventKey, entryId: $0.entryId, relaySeq: $1, partition: 0) })
+        XCTAssertEqual(try pages(), before, "ordered in place")
+        try outbox.markPublished(seqs)
+        XCTAssertEqual(try pages(), before, "published in place")
+        XCTAssertEqual(try outbox.ordered(limit: 20).count, 0)
+
+        let lz4 = (try? db.execute("SET default_toast_compression = lz4")) != nil
+        try XCTSkipUnless(lz4, "this PostgreSQL is built without lz4: states stay with pglz")
+        try db.execute("RESET default_toast_compression")
+        var state = SubscriptionState(subscriptionKey: "s-lz4", userId: "u-1")
+        for index in 0..<20 { state.grants["p-\(index)"] = grant("p-\(index)") }
+        try db.execute("INSERT INTO users (user_id) VALUES ('u-1')")
+        try db.transaction { try MembershipStore($0).saveStates([SubscriptionRow(state, json: state.json)]) }
+        XCTAssertGreaterThan(state.json.count, 2_048, "large enough to be compressed")
+        XCTAssertEqual(try db.query("SELECT pg_column_compression(state) AS c FROM subscriptions WHERE subscription_key = 's-lz4'").first?.string("c"), "lz4")
+        XCTAssertEqual(try db.transaction { try MembershipStore($0).lockStates(["s-lz4"]) }, [state])
     }
 
     func testWaitingStatementsAndDeadlocksAreReadable() throws {

@@ -309,5 +309,20 @@ public enum Schema {
         -- Rewrites the table once.
         ALTER TABLE subscriptions ALTER COLUMN state TYPE json USING state::json;
         """),
+        Migration(version: 11, name: "outbox pages with room for the relay's updates, states compressed with lz4", sql: """
+        -- Issue 14: the relay updates each outbox row twice (its order, then published). At fillfactor 100
+        -- each new version lands on another page and is logged whole (~1.4 kB each: 2.8 kB of WAL per event
+        -- beside the insert's 1.3 kB); with half of each page free it stays on its page, where PostgreSQL
+        -- logs only the bytes that changed (~0.3 kB). Applies to pages written from now on; no rewrite.
+        ALTER TABLE membership_outbox SET (fillfactor = 50);
+        -- Every state written (~3 kB of json) is compressed; lz4 takes a third to a half of pglz's time for
+        -- ~10 % more bytes. Applies to values written from now on. A server built without lz4 keeps pglz.
+        DO $$
+        BEGIN
+            ALTER TABLE subscriptions ALTER COLUMN state SET COMPRESSION lz4;
+        EXCEPTION WHEN feature_not_supported THEN
+            RAISE NOTICE 'this PostgreSQL has no lz4: subscription states stay compressed with pglz';
+        END $$;
+        """),
     ]
 }
