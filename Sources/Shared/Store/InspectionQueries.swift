@@ -47,6 +47,11 @@ public struct InspectionQueries {
         try db.query("SELECT pg_backend_pid() AS pid").first.map { Int32(try $0.int("pid")) }
     }
 
+    /// The server's WAL insert position in bytes (two readings apart: the WAL written between them, by everyone).
+    public func walPosition() throws -> Int64 {
+        try db.query("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS b").first.map { try $0.int64("b") } ?? 0
+    }
+
     /// The statements (first 70 characters, whitespace folded) of backends of this database waiting for a lock.
     public func statementsWaitingForLocks() throws -> [String] {
         try db.query("""

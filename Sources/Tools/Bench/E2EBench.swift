@@ -94,7 +94,7 @@ public enum E2EBench {
                         ("ingest_share_of_trivial_handler", flat.acceptedPerSecond / max(1, trivialRate)),
                         ("flat_out_events_per_second_request_to_ledger", flat.sustained),
                         ("flat_out_latency_p50_ms", flat.p50), ("flat_out_latency_p99_ms", flat.p99)]
-            figures += flat.cpuFigures(prefix: "flat_out")
+            figures += flat.perEventFigures(prefix: "flat_out")
             for (rate, events) in zip(rates, plan.rated) {
                 let result = try phase("\(Int(rate))/s", events, to: dev.ingestURL, rate: rate, connections: connections, db: db,
                                        processes: &processes)
@@ -102,7 +102,7 @@ public enum E2EBench {
                 figures += [("\(name)_events_per_second_request_to_ledger", result.sustained),
                             ("\(name)_latency_p50_ms", result.p50), ("\(name)_latency_p99_ms", result.p99), ("\(name)_latency_max_ms", result.maximum),
                             ("\(name)_missing_entries", Double(result.missing))]
-                figures += result.cpuFigures(prefix: name)
+                figures += result.perEventFigures(prefix: name)
             }
             print("e2e: run \(index + 1)/\(runs) done")
             fflush(nil)
@@ -126,8 +126,10 @@ public enum E2EBench {
         var missing: Int
         var events: Int
         var cpu: [String: Double]
+        /// WAL the server wrote during the phase (every writer: the stages, the relay, autovacuum).
+        var walBytes: Int64
 
-        func cpuFigures(prefix: String) -> [(String, Double)] {
+        func perEventFigures(prefix: String) -> [(String, Double)] {
             let perEvent: Double = 1e6 / Double(max(1, events))
             let total: Double = cpu.values.reduce(0, +)
             let stages: Set<String> = ["dedupe", "classify", "membership", "postgres"]
@@ -137,6 +139,7 @@ public enum E2EBench {
             for role in cpu.keys.sorted() { figures.append(("\(prefix)_cpu_us_per_event_\(role)", cpu[role, default: 0] * perEvent)) }
             figures.append(("\(prefix)_cpu_us_per_event_all_processes", total * perEvent))
             figures.append(("\(prefix)_cpu_us_per_event_dedupe_classify_membership_postgres", pipeline * perEvent))
+            figures.append(("\(prefix)_wal_bytes_per_event", Double(walBytes) / Double(max(1, events))))
             return figures
         }
     }
@@ -147,6 +150,7 @@ public enum E2EBench {
     static func phase(_ label: String, _ events: [BenchTraffic.Event], to ingestURL: String, rate: Double?, connections: Int,
                       db: PGConnection, processes: inout ProcessTable, stopping: [Int32] = []) throws -> PhaseResult {
         let sequenceBefore = try PipelineBench.ledgerSequence(db)
+        let walBefore = try InspectionQueries(db).walPosition()
         let cpuBefore = processes.cpuSeconds()
         for pid in stopping { kill(pid, SIGSTOP) }
         // Continued before anything else can throw: a member stopped past its session timeout is
@@ -171,6 +175,7 @@ public enum E2EBench {
             committed = try commitTimes(db, keys: keys, after: sequenceBefore)
         }
         let cpu = processes.cpuSeconds().subtracting(cpuBefore)
+        let walBytes = try InspectionQueries(db).walPosition() - walBefore
         var latencies: [Double] = []
         for index in events.indices where (200...206).contains(sent.status[index]) {
             if let at = committed[events[index].subscriptionKey] { latencies.append(at - sent.sentAtMs[index]) }
@@ -184,7 +189,8 @@ public enum E2EBench {
         let result = PhaseResult(acceptedPerSecond: Double(accepted) / sent.seconds,
                                  sustained: Double(committed.count) / max(0.001, (lastCommit - firstSent) / 1000),
                                  p50: percentile(0.5), p99: percentile(0.99), maximum: latencies.last ?? .nan,
-                                 missing: keys.count - committed.count, events: committed.count, cpu: cpu)
+                                 missing: keys.count - committed.count, events: committed.count, cpu: cpu,
+                                 walBytes: walBytes)
         print(String(format: "  %@: %d posted, %d accepted (%.0f/s), %d in the ledger, %.0f events/s to ledger, p50 %.0f ms, p99 %.0f ms, max %.0f ms",
                      label, events.count, accepted, result.acceptedPerSecond, committed.count, result.sustained, result.p50, result.p99, result.maximum))
         fflush(nil)

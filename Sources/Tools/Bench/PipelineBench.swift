@@ -76,6 +76,7 @@ public enum PipelineBench {
         let failures = Mutex<[String]>([])
         let finished = DispatchGroup()
         let started = ContinuousClock.now
+        let walStart = try InspectionQueries(db).walPosition()
         let cpuStart = CPUTime.now(postgres: postgres)
         let brokerStart = ThreadCPU.seconds(of: brokerThreads)
         for logic in logics {
@@ -107,6 +108,7 @@ public enum PipelineBench {
         }
         let done = ContinuousClock.now
         let cpu = CPUTime.now(postgres: postgres) - cpuStart
+        let walBytes = try InspectionQueries(db).walPosition() - walStart
         let broker = ThreadCPU.seconds(of: brokerThreads) - brokerStart
         stop.stop()
         finished.wait()
@@ -135,6 +137,7 @@ public enum PipelineBench {
             ("cpu_microseconds_per_event_no_broker", (cpu.process - broker + cpu.postgres) / Double(total) * 1e6),
             ("cpu_microseconds_per_event_broker", broker / Double(total) * 1e6),
             ("projected_events_per_second_on_2_cores", 2 * Double(total) / max(0.001, cpu.process + cpu.postgres)),
+            ("wal_bytes_per_event", Double(walBytes) / Double(total)),
         ] + timings.figures()
         report(figures, json: arguments.has("json"))
         return 0
