@@ -251,7 +251,7 @@ final class StoreRepositoryTests: PGTestCase {
     /// Migration 11: the relay's two updates of an outbox row (its order, then published) leave the
     /// row on its page, where PostgreSQL logs only the changed bytes; states written afterwards are
     /// compressed with lz4 where the server has it.
-    func testMigrationElevenKeepsRelayUpdatesOnTheirPageAndCompressesStatesWithLZ4() throws {
+    func testMigrationElevenLeavesRoomForUpdatesInPlaceAndCompressesStatesWithLZ4() throws {
         let db = try migratedDatabase()
         let payload = String(repeating: "{\"membership\":\"granted\"}", count: 50)
         let rows = (1...12).map { OutboxRow(eventKey: "u-\($0)", entryId: Int64($0), subscriptionKey: "s-\($0)", eventType: "membership.granted",
@@ -271,6 +271,12 @@ final class StoreRepositoryTests: PGTestCase {
         try outbox.markPublished(seqs)
         XCTAssertEqual(try pages(), before, "published in place")
         XCTAssertEqual(try outbox.ordered(limit: 20).count, 0)
+        let fillfactors = Dictionary(uniqueKeysWithValues: try db.query("""
+            SELECT relname, array_to_string(reloptions, ',') AS o FROM pg_class
+            WHERE relname IN ('membership_outbox', 'purchases', 'subscriptions', 'grants')
+            """).map { (try $0.string("relname"), try $0.string("o")) })
+        XCTAssertEqual(fillfactors, ["membership_outbox": "fillfactor=50", "purchases": "fillfactor=80", "subscriptions": "fillfactor=80",
+                                     "grants": "fillfactor=85"], "room for updates in place where rows are rewritten")
 
         let lz4 = (try? db.execute("SET default_toast_compression = lz4")) != nil
         try XCTSkipUnless(lz4, "this PostgreSQL is built without lz4: states stay with pglz")
