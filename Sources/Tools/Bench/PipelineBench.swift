@@ -136,6 +136,7 @@ public enum PipelineBench {
             // Issue 14's figure: the stages (their threads and Kafka clients) and PostgreSQL, not the broker.
             ("cpu_microseconds_per_event_no_broker", (cpu.process - broker + cpu.postgres) / Double(total) * 1e6),
             ("cpu_microseconds_per_event_broker", broker / Double(total) * 1e6),
+            ("bench_process_cpu_us_per_event_no_broker", (cpu.process - broker) / Double(total) * 1e6),
             ("projected_events_per_second_on_2_cores", 2 * Double(total) / max(0.001, cpu.process + cpu.postgres)),
             ("wal_bytes_per_event", Double(walBytes) / Double(total)),
         ] + timings.figures()
@@ -226,7 +227,8 @@ struct CPUTime {
     var postgres: Double
 
     static func now(postgres server: EmbeddedPostgres?) -> CPUTime {
-        CPUTime(process: processSeconds(), postgres: server.map { postgresSeconds(directory: $0.directory) } ?? 0)
+        // A server given by --database-url is not ours to measure: its CPU is unknown, not zero.
+        CPUTime(process: processSeconds(), postgres: server.map { postgresSeconds(directory: $0.directory) } ?? .nan)
     }
 
     /// User + system CPU time of this process so far.
