@@ -44,7 +44,7 @@ let package = Package(
                 swiftSettings: strict),
 
         // The one owner of the schema, the migrations and every SQL statement: typed reads and writes.
-        .target(name: "Store", dependencies: ["Postgres", "Domain", "Runtime"], path: "Sources/Shared/Store", swiftSettings: strict),
+        .target(name: "Store", dependencies: ["Postgres", "Domain", "Runtime", "Crypto"], path: "Sources/Shared/Store", swiftSettings: strict),
 
         // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
         .target(name: "Ingest", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Postgres", "Store", "HTTPServer", "Auth", "Crypto"],

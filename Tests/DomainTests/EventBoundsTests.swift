@@ -64,6 +64,26 @@ final class EventBoundsTests: XCTestCase {
         XCTAssertNil(EventBounds.identifier("user 1 ü 名前", field: "id"), "spaces and any printable text are fine")
     }
 
+    /// The word-at-a-time scan agrees with the byte-by-byte rule for every ASCII byte at every position of
+    /// strings long enough to take whole words (and their tails).
+    func testPrintableASCIIScanAgreesWithTheByteRuleAtEveryPosition() {
+        for length in [1, 7, 8, 9, 16, 23, 24, 31] {
+            for position in 0..<length {
+                for byte in UInt8(0)...UInt8(0x7F) {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[position] = byte
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    let printable = (0x20..<0x7F).contains(byte)
+                    XCTAssertEqual(EventBounds.identifier(text, field: "id")?.kind, printable ? nil : "forbidden_character",
+                                   "byte \(byte) at \(position) of \(length)")
+                }
+            }
+        }
+        XCTAssertEqual(EventBounds.identifier("abcdefghijk\u{85}", field: "id")?.reason, "id contains U+0085 at byte 11",
+                       "beyond ASCII the scalars are still checked")
+        XCTAssertNil(EventBounds.identifier("abcdefgh ü 名前 ijklmnop", field: "id"))
+    }
+
     func testDateAndNumberRanges() {
         XCTAssertNil(EventBounds.date(EventBounds.earliestMs, field: "d"))
         XCTAssertNil(EventBounds.date(EventBounds.latestMs, field: "d"))

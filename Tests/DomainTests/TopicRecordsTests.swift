@@ -217,6 +217,27 @@ final class TopicRecordsTests: XCTestCase {
         XCTAssertThrowsError(try TopicRecords.decodeAppleEvent([]), "empty is neither binary nor JSON")
     }
 
+    /// Strings are read with an ASCII fast path: invalid UTF-8 is refused wherever it sits in a long
+    /// string, and non-ASCII text reads back as written.
+    func testLongStringsAreCheckedAsUTF8AtEveryPosition() throws {
+        let id = "c-0123456789abcdefghij"
+        let command = MembershipCommand(commandId: id, subscriptionKey: "s", action: .record("x"), reason: "r",
+                                        cause: Cause(source: .appReceipt, eventId: "e"))
+        let encoded = TopicRecords.encode(command)
+        let start = try XCTUnwrap(encoded.firstIndex(of: UInt8(ascii: "c")))
+        for offset in 0..<id.utf8.count {
+            var bytes = encoded
+            bytes[start + offset] = 0xC3   // a lead byte without its continuation
+            expectError(bytes, contains: "UTF-8")
+        }
+        let text = "ré-abonné 名前 \u{1F600} long enough for words"
+        let unicode = MembershipCommand(commandId: text, subscriptionKey: "s", action: .record("x"), reason: text,
+                                        cause: Cause(source: .appReceipt, eventId: "e"))
+        let decoded = try TopicRecords.decodeCommand(TopicRecords.encode(unicode))
+        XCTAssertEqual(decoded.commandId, text)
+        XCTAssertEqual(decoded.reason, text)
+    }
+
     func testInvalidUTF8AndUnknownEnumsAreErrors() throws {
         let command = MembershipCommand(commandId: "cc", subscriptionKey: "s", action: .record("x"), reason: "r",
                                         cause: Cause(source: .appReceipt, eventId: "e"))

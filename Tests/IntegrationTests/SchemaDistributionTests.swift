@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Store
 import XCTest
 
 /// The state is partitioned like the topics: every table of the migrated schema is listed in
@@ -18,17 +19,20 @@ final class SchemaDistributionTests: XCTestCase {
     }
 
     /// Issue 9: the same change written twice by one command is refused by the schema itself; the
-    /// same change with another reason (a replay's compensation after a later fix) is not.
+    /// same change with another reason (a replay's compensation after a later fix) is not. Each row
+    /// carries its change's identity as the membership stage writes it (migration 12).
     func testTheLedgerRefusesAChangeWrittenTwiceByOneCommand() throws {
         let server = try migratedServer()
         defer { server.stop() }
         let db = try PGConnection(url: server.url)
         defer { db.close() }
         func insert(_ reason: String, amount: Int?) throws {
+            let key = LedgerRow.changeKey(commandId: "e1#p:p1", kind: "credit", purchaseId: "p1", group: "coins", startMs: nil, endMs: nil,
+                                          amount: amount, cutKind: nil, reason: reason)
             try db.execute("""
                 INSERT INTO ledger (subscription_key, kind, purchase_id, group_id, amount, before_intervals, after_intervals,
-                                    reason, command_id, cause)
-                VALUES ('s1', 'credit', 'p1', 'coins', \(amount), '[]', '[]', \(reason), 'e1#p:p1', '{}')
+                                    reason, command_id, cause, change_key)
+                VALUES ('s1', 'credit', 'p1', 'coins', \(amount), '[]', '[]', \(reason), 'e1#p:p1', '{}', \(key))
                 """)
         }
         try insert("credits 100 units", amount: 100)

@@ -225,7 +225,7 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "jsonb")
 
-        XCTAssertEqual(try Store.migrate(db), [10, 11])
+        XCTAssertEqual(try Store.migrate(db), [10, 11, 12])
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "json")
         XCTAssertEqual(try MembershipQueries(db).subscription("s-old"), old, "a state written as jsonb reads back the same")
@@ -246,6 +246,64 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertThrowsError(try db.transaction {
             try MembershipStore($0).saveStates([SubscriptionRow(new, json: Array(#"{"subscriptionKey": "#.utf8))])
         }, "the server still refuses a document that is not JSON")
+    }
+
+    /// Migration 12: the entries written before it get the change identity the membership stage writes
+    /// (`Schema.ledgerChangeKeySQL` and `LedgerRow.changeKey` agree byte for byte, nil and empty apart,
+    /// non-ASCII text included), and the schema still refuses a change written twice by one command, an
+    /// old entry against a new one.
+    func testMigrationTwelveGivesEveryEntryTheIdentityTheStageWrites() throws {
+        let db = try PGConnection(url: try server.createDatabase("s_\(UUID().uuidString.prefix(8).lowercased())"))
+        try Migrator.migrate(db, Schema.migrations.filter { $0.version < 12 })
+        var sparse = entry(.record, user: nil, command: "c-2")
+        (sparse.purchaseId, sparse.group, sparse.interval, sparse.cutKind) = (nil, nil, nil, nil)
+        var empty = sparse
+        (empty.purchaseId, empty.group) = ("", "")
+        var open = entry(.cut, amount: -3, command: "c-3")
+        open.interval = Interval(startMs: 1_000, endMs: nil)
+        open.reason = "remboursé – 退款 | 5:x"
+        let entries = [entry(.grant), entry(.credit, amount: 7), sparse, empty, open]
+        for (index, entry) in entries.enumerated() {
+            try db.execute("""
+                INSERT INTO ledger (subscription_key, entry_id, kind, purchase_id, group_id, interval_start_ms, interval_end_ms, amount,
+                                    before_intervals, after_intervals, reason, command_id, cause, cut_kind)
+                VALUES (\(entry.subscriptionKey), \(Int64(index + 1)), \(entry.kind.rawValue), \(entry.purchaseId), \(entry.group),
+                        \(entry.interval?.startMs), \(entry.interval?.endMs), \(entry.amount), '[]', '[]', \(entry.reason), \(entry.commandId),
+                        '{}', \(entry.cutKind?.rawValue))
+                """)
+        }
+        XCTAssertEqual(try Store.migrate(db), [12])
+        let keys = try db.query("SELECT change_key FROM ledger ORDER BY entry_id").map { try $0.bytes("change_key") }
+        let expected = entries.map { LedgerRow(id: 0, entry: $0, cause: []).changeKey }
+        XCTAssertEqual(keys, expected)
+        XCTAssertEqual(Set(expected).count, entries.count, "nil and empty, amount and none: different changes")
+        XCTAssertEqual(expected.map(\.count), Array(repeating: 32, count: entries.count))
+
+        for (index, entry) in entries.enumerated() {
+            XCTAssertThrowsError(try db.transaction { try MembershipStore($0).appendLedger([LedgerRow(id: Int64(100 + index), entry: entry, cause: Array("{}".utf8))]) },
+                                 "entry \(index) again") { error in
+                XCTAssertEqual((error as? PGError)?.sqlState, "23505", "\(error)")
+            }
+        }
+        var fixed = open
+        fixed.reason = "replay after a fix (version 2): " + open.reason
+        try db.transaction { try MembershipStore($0).appendLedger([LedgerRow(id: 200, entry: fixed, cause: Array("{}".utf8))]) }
+        XCTAssertEqual(try db.query("SELECT indexname FROM pg_indexes WHERE tablename = 'ledger' ORDER BY indexname").map { try $0.string("indexname") },
+                       ["ledger_change", "ledger_pkey", "ledger_user"])
+    }
+
+    /// The identity's encoding: every field counts, and no text can pass for two fields.
+    func testChangeKeysTellApartFieldsThatReadAlike() {
+        func key(_ command: String, _ kind: String = "grant", purchase: String? = "p", group: String? = "g", start: Int64? = 1, end: Int64? = 2,
+                 amount: Int? = nil, cut: String? = nil, reason: String = "r") -> [UInt8] {
+            LedgerRow.changeKey(commandId: command, kind: kind, purchaseId: purchase, group: group, startMs: start, endMs: end,
+                                amount: amount, cutKind: cut, reason: reason)
+        }
+        let keys = [key("c"), key("c|5:grant"), key("c", "grant|1:p"), key("c", purchase: nil), key("c", purchase: ""), key("c", purchase: "-"),
+                    key("c", group: nil), key("c", start: nil), key("c", end: nil), key("c", start: 2, end: 1), key("c", amount: 0),
+                    key("c", amount: -1), key("c", cut: "refund"), key("c", reason: "r "), key("c", reason: "R")]
+        XCTAssertEqual(Set(keys).count, keys.count)
+        XCTAssertEqual(key("c"), key("c"), "the same change, the same key")
     }
 
     /// Migration 11: the relay's two updates of an outbox row (its order, then published) leave the

@@ -16,11 +16,12 @@ public struct PGBinaryArray: Sendable {
     public enum Element: Sendable {
         /// `json` keeps the document's text as it is (checked, not parsed into a tree): cheaper to
         /// write and to read back whole than `jsonb`, dearer to query field by field.
-        case text, int8, bool, json, jsonb
+        case text, int8, bool, json, jsonb, bytea
 
         var oid: UInt32 {
             switch self {
             case .text: return PGDataType.text.oid
+            case .bytea: return PGDataType.bytea.oid
             case .int8: return PGDataType.int8.oid
             case .bool: return PGDataType.bool.oid
             case .json: return PGDataType.json.oid
@@ -31,6 +32,7 @@ public struct PGBinaryArray: Sendable {
         var arrayType: PGDataType {
             switch self {
             case .text: return .textArray
+            case .bytea: return .byteaArray
             case .int8: return .int8Array
             case .bool: return .boolArray
             case .json: return .jsonArray
@@ -77,6 +79,15 @@ public struct PGBinaryArray: Sendable {
         guard let flag else { return appendNull() }
         appendLength(1)
         bytes.append(flag ? 1 : 0)
+        count += 1
+    }
+
+    /// A byte string, as it is (bytea's binary form is its bytes).
+    public mutating func append(bytes: [UInt8]?) {
+        assert(element == .bytea, "bytes into a \(element) array")
+        guard let bytes else { return appendNull() }
+        appendLength(bytes.count)
+        self.bytes.append(contentsOf: bytes)
         count += 1
     }
 

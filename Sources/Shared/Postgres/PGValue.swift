@@ -27,6 +27,7 @@ public struct PGDataType: Sendable, Hashable, CustomStringConvertible {
     public static let boolArray = PGDataType("boolean[]", 1000)
     public static let int4Array = PGDataType("integer[]", 1007)
     public static let textArray = PGDataType("text[]", 1009)
+    public static let byteaArray = PGDataType("bytea[]", 1001)
     public static let int8Array = PGDataType("bigint[]", 1016)
     public static let float8Array = PGDataType("double precision[]", 1022)
     public static let timestamptzArray = PGDataType("timestamp with time zone[]", 1185)

@@ -33,6 +33,10 @@ struct BulkColumn<Row>: Sendable {
         Self(name: name, element: .bool) { row, array in array.append(value(row)) }
     }
 
+    static func bytea(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]?) -> Self {
+        Self(name: name, element: .bytea) { row, array in array.append(bytes: value(row)) }
+    }
+
     /// A document that is already JSON (an encoded state, cause or view): copied, not re-encoded.
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }

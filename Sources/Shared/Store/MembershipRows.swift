@@ -1,3 +1,4 @@
+import Crypto
 import Domain
 import Foundation
 
@@ -6,11 +7,48 @@ public struct LedgerRow: BulkRow {
     public var id: Int64
     public var entry: LedgerEntry
     public var cause: [UInt8]
+    /// The change's identity (migration 12's `ledger_change`): one command writes one change once.
+    public var changeKey: [UInt8]
 
     public init(id: Int64, entry: LedgerEntry, cause: [UInt8]) {
         self.id = id
         self.entry = entry
         self.cause = cause
+        changeKey = LedgerRow.changeKey(commandId: entry.commandId, kind: entry.kind.rawValue, purchaseId: entry.purchaseId,
+                                        group: entry.group, startMs: entry.interval?.startMs, endMs: entry.interval?.endMs,
+                                        amount: entry.amount, cutKind: entry.cutKind?.rawValue, reason: entry.reason)
+    }
+
+    /// SHA-256 of the fields that make two entries the same change, encoded as `Schema.ledgerChangeKeySQL`
+    /// encodes the columns (which gave the entries written before migration 12 theirs): joined by `|`, a
+    /// text as its UTF-8 length, `:` and itself, a number in decimal, nil as `-`. The reason is part of
+    /// it: a replay's compensation names the code version that wrote it (migration 7).
+    public static func changeKey(commandId: String, kind: String, purchaseId: String?, group: String?, startMs: Int64?, endMs: Int64?,
+                                 amount: Int?, cutKind: String?, reason: String) -> [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(commandId.utf8.count + reason.utf8.count + 128)
+        func field(_ value: String?) {
+            if !text.isEmpty { text.append(UInt8(ascii: "|")) }
+            guard let value else { return text.append(UInt8(ascii: "-")) }
+            text += String(value.utf8.count).utf8
+            text.append(UInt8(ascii: ":"))
+            text += value.utf8
+        }
+        func number(_ value: Int64?) {
+            text.append(UInt8(ascii: "|"))
+            guard let value else { return text.append(UInt8(ascii: "-")) }
+            text += String(value).utf8
+        }
+        field(commandId)
+        field(kind)
+        field(purchaseId)
+        field(group)
+        number(startMs)
+        number(endMs)
+        number(amount.map(Int64.init))
+        field(cutKind)
+        field(reason)
+        return SHA256.hash(text)
     }
 
     static let columns: [BulkColumn<Self>] = [
@@ -33,6 +71,7 @@ public struct LedgerRow: BulkRow {
         .jsonb("cause") { $0.cause },
         .text("user_id") { $0.entry.userId },
         .text("environment") { $0.entry.environment },
+        .bytea("change_key") { $0.changeKey },
     ]
 }
 

@@ -330,5 +330,28 @@ public enum Schema {
             RAISE NOTICE 'this PostgreSQL has no lz4: subscription states stay compressed with pglz';
         END $$;
         """),
+        Migration(version: 12, name: "the ledger's change identity as one digest", sql: """
+        -- Issue 14: migration 7's ledger_once held ten columns and md5(reason) per entry (~320 bytes of index,
+        -- a third of the ledger insert's cost). The same identity is now one SHA-256 of those fields, written by
+        -- the membership stage with each entry (`LedgerRow.changeKey`); entries written before are given
+        -- theirs here, by the same encoding (rewrites every ledger row once). A change written twice by one
+        -- command is still refused (23505).
+        ALTER TABLE ledger ADD COLUMN change_key bytea;
+        UPDATE ledger SET change_key = \(ledgerChangeKeySQL);
+        ALTER TABLE ledger ALTER COLUMN change_key SET NOT NULL;
+        CREATE UNIQUE INDEX ledger_change ON ledger (subscription_key, change_key);
+        DROP INDEX ledger_once;
+        """),
     ]
+
+    /// A ledger row's change identity computed from its columns, byte for byte `LedgerRow.changeKey`:
+    /// SHA-256 over the fields joined by `|`, a text as its UTF-8 length, `:` and itself, a number in
+    /// decimal, NULL as `-`. Lengths make it unambiguous (`a|b` in one field is not two fields).
+    static let ledgerChangeKeySQL: String = {
+        func text(_ column: String) -> String { "coalesce(length(convert_to(\(column), 'UTF8')) || ':' || \(column), '-')" }
+        func number(_ column: String) -> String { "coalesce(\(column)::text, '-')" }
+        let fields = [text("command_id"), text("kind"), text("purchase_id"), text("group_id"), number("interval_start_ms"),
+                      number("interval_end_ms"), number("amount"), text("cut_kind"), text("reason")]
+        return "sha256(convert_to(concat_ws('|', \(fields.joined(separator: ", "))), 'UTF8'))"
+    }()
 }
