@@ -32,6 +32,35 @@ final class MembershipEventJSONTests: XCTestCase {
         XCTAssertEqual(String(decoding: event.json, as: UTF8.self), String(decoding: try encoder.encode(event), as: UTF8.self))
     }
 
+    /// The writer skips plain words eight bytes at a time: each character that needs an escape (and a few
+    /// that do not) at every position of a string longer than a few words, and numbers at their extremes.
+    func testEscapesAtEveryPositionAndExtremeNumbersMatchJSONEncoder() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var random = SeededRandom(seed: 42)
+        var object = Self.object(&random)
+        let specials = (0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) } + ["\"", "\\", "/", "\u{7F}", "é", "日", " ", "~"]
+        for length in [8, 17, 26] {
+            for position in 0..<length {
+                for special in specials {
+                    var characters = Array(repeating: Character("a"), count: length)
+                    characters[position] = special
+                    object["reason"] = String(characters)
+                    let event = try JSONDecoder().decode(MembershipEvent.self, from: try JSONSerialization.data(withJSONObject: object))
+                    XCTAssertEqual(String(decoding: event.json, as: UTF8.self), String(decoding: try encoder.encode(event), as: UTF8.self),
+                                   "\(special.debugDescription) at \(position) of \(length)")
+                }
+            }
+        }
+        for number in [Int64.min, Int64.min + 1, -1_000_000_007, -1, 0, 9, 10, 1_712_000_000_000, Int64.max] {
+            var event = try JSONDecoder().decode(MembershipEvent.self, from: try JSONSerialization.data(withJSONObject: object))
+            event.ledgerEntryId = number
+            event.recordedAtMs = number
+            event.interval = Interval(startMs: number, endMs: number)
+            XCTAssertEqual(String(decoding: event.json, as: UTF8.self), String(decoding: try encoder.encode(event), as: UTF8.self), "\(number)")
+        }
+    }
+
     /// A membership event as its JSON object, every optional field present or not.
     static func object(_ random: inout SeededRandom) -> [String: Any] {
         func interval(_ random: inout SeededRandom) -> [String: Any] {

@@ -98,18 +98,3 @@ struct BulkRows<Row: BulkRow> {
         return sql + ") AS \(unsafeSQL: alias)(\(unsafeSQL: names))"
     }
 }
-
-/// `[Interval]` as `Interval`'s Codable form (`{"endMs":…,"startMs":…}`, no `endMs` when open-ended),
-/// written directly: the ledger needs two per entry.
-public func intervalsJSON(_ intervals: [Interval]) -> [UInt8] {
-    var text = "["
-    for (index, interval) in intervals.enumerated() {
-        if index > 0 { text += "," }
-        if let end = interval.endMs {
-            text += "{\"endMs\":\(end),\"startMs\":\(interval.startMs)}"
-        } else {
-            text += "{\"startMs\":\(interval.startMs)}"
-        }
-    }
-    return Array((text + "]").utf8)
-}

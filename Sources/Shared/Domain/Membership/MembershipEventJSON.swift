@@ -74,13 +74,21 @@ extension MembershipEvent {
     }
 }
 
+/// `[Interval]` as `Interval`'s Codable form (`{"endMs":…,"startMs":…}`, no `endMs` when open-ended),
+/// written directly: the ledger needs two per entry.
+public func intervalsJSON(_ intervals: [Interval]) -> [UInt8] {
+    var out = SortedKeyJSON(capacity: 16 + intervals.count * 48)
+    out.array(intervals) { out, interval in out.object { $0.interval(interval) } }
+    return out.bytes
+}
+
 /// A JSON object writer for fields given in sorted order; nil values are left out, as the
 /// synthesized `Encodable` conformances leave them out.
 struct SortedKeyJSON {
     private(set) var bytes: [UInt8] = []
     private var needsComma = false
 
-    init() { bytes.reserveCapacity(1024) }
+    init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
 
     /// One object's bytes.
     static func document(_ body: (inout SortedKeyJSON) -> Void) -> [UInt8] {
@@ -111,7 +119,7 @@ struct SortedKeyJSON {
     mutating func int<T: BinaryInteger>(_ key: String, _ value: T?) {
         guard let value else { return }
         self.key(key)
-        bytes.append(contentsOf: String(value).utf8)
+        int(value)
     }
 
     mutating func bool(_ key: String, _ value: Bool?) {
@@ -130,9 +138,30 @@ struct SortedKeyJSON {
         array(values) { out, interval in out.object { $0.interval(interval) } }
     }
 
-    /// A value without a key (a dictionary's or an array's).
+    /// A value without a key (a dictionary's or an array's). Digits are written straight into the
+    /// bytes: `String(value)` went through the generic radix conversion and a string per number.
     mutating func int<T: BinaryInteger>(_ value: T) {
-        bytes.append(contentsOf: String(value).utf8)
+        guard let wide = Int64(exactly: value) else { return bytes.append(contentsOf: String(value).utf8) }
+        SortedKeyJSON.appendDecimal(wide, to: &bytes)
+    }
+
+    /// `value` in decimal, as `String(value)` writes it.
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes of stack: UInt64's 20 digits fit
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = buffer.count
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "-")
+            }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
+        }
     }
 
     mutating func quotedValue(_ value: String) {
@@ -163,7 +192,9 @@ struct SortedKeyJSON {
         var text = text
         text.withUTF8 { utf8 in
             var runStart = 0
-            for index in 0..<utf8.count {
+            // Whole words with nothing to escape are skipped eight bytes at a time (ids, keys, reasons).
+            let plain = utf8.baseAddress.map { SortedKeyJSON.plainWordsEnd($0, count: utf8.count) } ?? 0
+            for index in plain..<utf8.count {
                 let byte = utf8[index]
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") else { continue }
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
@@ -173,6 +204,24 @@ struct SortedKeyJSON {
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The first index from 0 where an 8-byte word holds a byte below 0x20, `"`, `\\` or `/`, or
+    /// fewer than 8 bytes remain: no byte before it needs an escape. Bytes above 0x7F need none.
+    static func plainWordsEnd(_ base: UnsafePointer<UInt8>, count: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        /// High bit set in each byte of `word` that is zero (exact for the lowest; enough to stop at).
+        func zeroBytes(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highs }
+        var index = 0
+        while count - index >= 8 {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            // Below 0x20: clear the high bits, subtract 0x20 per byte; a borrow marks a small byte (the
+            // high bit of a byte ≥ 0x80 is masked off by `~word`).
+            let small = ((word & ~highs) &- 0x20 &* ones) & ~word & highs
+            if small | zeroBytes(word ^ (0x22 &* ones)) | zeroBytes(word ^ (0x5C &* ones)) | zeroBytes(word ^ (0x2F &* ones)) != 0 { break }
+            index += 8
+        }
+        return index
     }
 
     private mutating func escape(_ byte: UInt8) {
