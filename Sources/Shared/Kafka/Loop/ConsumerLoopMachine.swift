@@ -260,11 +260,12 @@ public struct ConsumerLoopMachine: Sendable {
     // MARK: Outcomes
 
     private mutating func finish(_ records: [KafkaRecord], _ nowMs: Int64) -> Action {
-        queue.remove(records)
-        for record in records { retries[record.partitionID] = nil }
+        let through = PartitionQueues.lastOffsets(records)
+        queue.remove(through: through)
+        for id in through.keys { retries[id] = nil }
         outage = nil
         batchLimit = min(policy.maxBatch, batchLimit * 2)
-        for record in records { uncommitted[record.partitionID] = max(uncommitted[record.partitionID] ?? 0, record.offset + 1) }
+        for (id, last) in through { uncommitted[id] = max(uncommitted[id] ?? 0, last + 1) }
         phase = .committingOffsets
         return .commitOffsets(uncommitted)
     }
@@ -416,6 +417,14 @@ public struct PartitionID: Hashable, Sendable, Comparable, CustomStringConvertib
     public init(topic: String, partition: Int32) { self.topic = topic; self.partition = partition }
     public static func < (a: Self, b: Self) -> Bool { (a.topic, a.partition) < (b.topic, b.partition) }
     public var description: String { "\(topic)[\(partition)]" }
+
+    /// The loop looks partitions up several times per record. A member reads a few topics of many
+    /// partitions, so the partition number and the topic's length spread the keys; hashing the whole
+    /// topic name every time was most of the lookup. Equality still compares the names.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(partition)
+        hasher.combine(topic.utf8.count)
+    }
 }
 
 extension KafkaRecord {
@@ -461,17 +470,23 @@ struct PartitionQueues: Sendable {
         return taken
     }
 
-    /// Removes finished records: per partition a prefix, since work is taken from the heads.
-    mutating func remove(_ finished: [KafkaRecord]) {
+    /// Per partition, the highest offset among `records`.
+    static func lastOffsets(_ records: [KafkaRecord]) -> [PartitionID: Int64] {
         var through: [PartitionID: Int64] = [:]
-        for record in finished { through[record.partitionID] = max(through[record.partitionID] ?? .min, record.offset) }
+        for record in records { through[record.partitionID, default: .min] = max(through[record.partitionID, default: .min], record.offset) }
+        return through
+    }
+
+    /// Removes finished records, per partition every record up to and including the offset given: a
+    /// prefix, since work is taken from the heads.
+    mutating func remove(through: [PartitionID: Int64]) {
         for (id, last) in through {
-            guard var list = records[id] else { continue }
+            // Taken out of the dictionary, so the list is unique and loses its prefix in place.
+            guard var list = records.removeValue(forKey: id) else { continue }
             let done = list.prefix { $0.offset <= last }.count
             list.removeFirst(done)
             count -= done
             if list.isEmpty {
-                records[id] = nil
                 order.removeAll { $0 == id }
             } else {
                 records[id] = list
