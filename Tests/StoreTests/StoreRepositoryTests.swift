@@ -249,7 +249,7 @@ final class StoreRepositoryTests: PGTestCase {
     }
 
     /// Migration 12: the entries written before it get the change identity the membership stage writes
-    /// (`Schema.ledgerChangeKeySQL` and `LedgerRow.changeKey` agree byte for byte, nil and empty apart,
+    /// (the migration's SQL and `LedgerRow.changeKey` agree byte for byte, nil and empty apart,
     /// non-ASCII text included), and the schema still refuses a change written twice by one command, an
     /// old entry against a new one.
     func testMigrationTwelveGivesEveryEntryTheIdentityTheStageWrites() throws {

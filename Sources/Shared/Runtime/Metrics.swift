@@ -32,11 +32,16 @@ public final class Metrics: Sendable {
     /// Records one observation in histogram `name` (`_bucket{le}`, `_sum`, `_count` in the exposition).
     /// The first observation of a series fixes its `buckets` (ascending upper bounds; +Inf is implied).
     public func observe(_ name: String, _ labels: [String: String] = [:], _ value: Double, buckets: [Double] = Metrics.latencyBuckets) {
+        observe(name, labels, CollectionOfOne(value), buckets: buckets)
+    }
+
+    /// Several observations of one series under one lock (a batch's latencies).
+    public func observe(_ name: String, _ labels: [String: String] = [:], _ values: some Sequence<Double>,
+                        buckets: [Double] = Metrics.latencyBuckets) {
         let key = Key(name: name, labels: Metrics.render(labels))
         histograms.withLock { all in
-            var histogram = all[key] ?? Histogram(bounds: buckets)
-            histogram.observe(value)
-            all[key] = histogram
+            // In place: a copy taken out of the dictionary copied its counts on every observation.
+            for value in values { all[key, default: Histogram(bounds: buckets)].observe(value) }
         }
     }
 
@@ -83,7 +88,9 @@ public final class Metrics: Sendable {
     }
 
     private static func render(_ labels: [String: String]) -> [String] {
-        labels.keys.sorted().map { key in "\(key)=\"\(escaped(labels[key]!))\"" }
+        if labels.isEmpty { return [] }
+        if labels.count == 1, let (key, value) = labels.first { return ["\(key)=\"\(escaped(value))\""] }
+        return labels.keys.sorted().map { key in "\(key)=\"\(escaped(labels[key]!))\"" }
     }
 
     /// Prometheus label-value escaping (backslash, quote, newline). Runs on every increment, so

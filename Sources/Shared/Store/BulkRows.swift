@@ -1,4 +1,3 @@
-import Domain
 import Postgres
 
 /// A row type written in bulk (postgres-nio's PostgresCodable idea, our own small version): it

@@ -7,22 +7,24 @@ public struct LedgerRow: BulkRow {
     public var id: Int64
     public var entry: LedgerEntry
     public var cause: [UInt8]
-    /// The change's identity (migration 12's `ledger_change`): one command writes one change once.
-    public var changeKey: [UInt8]
 
     public init(id: Int64, entry: LedgerEntry, cause: [UInt8]) {
         self.id = id
         self.entry = entry
         self.cause = cause
-        changeKey = LedgerRow.changeKey(commandId: entry.commandId, kind: entry.kind.rawValue, purchaseId: entry.purchaseId,
-                                        group: entry.group, startMs: entry.interval?.startMs, endMs: entry.interval?.endMs,
-                                        amount: entry.amount, cutKind: entry.cutKind?.rawValue, reason: entry.reason)
     }
 
-    /// SHA-256 of the fields that make two entries the same change, encoded as `Schema.ledgerChangeKeySQL`
-    /// encodes the columns (which gave the entries written before migration 12 theirs): joined by `|`, a
-    /// text as its UTF-8 length, `:` and itself, a number in decimal, nil as `-`. The reason is part of
-    /// it: a replay's compensation names the code version that wrote it (migration 7).
+    /// The change's identity (migration 12's `ledger_change`): one command writes one change once.
+    public var changeKey: [UInt8] {
+        LedgerRow.changeKey(commandId: entry.commandId, kind: entry.kind.rawValue, purchaseId: entry.purchaseId, group: entry.group,
+                            startMs: entry.interval?.startMs, endMs: entry.interval?.endMs, amount: entry.amount,
+                            cutKind: entry.cutKind?.rawValue, reason: entry.reason)
+    }
+
+    /// SHA-256 of the fields that make two entries the same change, encoded as migration 12 encodes the
+    /// columns of the entries written before it (it must stay so: the two meet in one unique index): joined
+    /// by `|`, a text as its UTF-8 length, `:` and itself, a number in decimal, nil as `-`. The reason is
+    /// part of it: a replay's compensation names the code version that wrote it (migration 7).
     public static func changeKey(commandId: String, kind: String, purchaseId: String?, group: String?, startMs: Int64?, endMs: Int64?,
                                  amount: Int?, cutKind: String?, reason: String) -> [UInt8] {
         var text: [UInt8] = []

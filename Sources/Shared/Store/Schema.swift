@@ -332,26 +332,26 @@ public enum Schema {
         """),
         Migration(version: 12, name: "the ledger's change identity as one digest", sql: """
         -- Issue 14: migration 7's ledger_once held ten columns and md5(reason) per entry (~320 bytes of index,
-        -- a third of the ledger insert's cost). The same identity is now one SHA-256 of those fields, written by
-        -- the membership stage with each entry (`LedgerRow.changeKey`); entries written before are given
-        -- theirs here, by the same encoding (rewrites every ledger row once). A change written twice by one
-        -- command is still refused (23505).
-        ALTER TABLE ledger ADD COLUMN change_key bytea;
-        UPDATE ledger SET change_key = \(ledgerChangeKeySQL);
-        ALTER TABLE ledger ALTER COLUMN change_key SET NOT NULL;
-        CREATE UNIQUE INDEX ledger_change ON ledger (subscription_key, change_key);
+        -- a fifth of the ledger insert's cost). The same identity is now one SHA-256 of those fields, written by
+        -- the membership stage with each entry (`LedgerRow.changeKey`, the same encoding as below: the fields
+        -- joined by '|', a text as its UTF-8 length, ':' and itself, a number in decimal, NULL as '-'). Entries
+        -- written before get theirs here (every ledger row is rewritten once). A change written twice by one
+        -- command is still refused (23505). The column stays nullable so that a membership worker of the
+        -- previous release, still running during an upgrade, keeps writing (without this check) rather than
+        -- failing every insert; this text is frozen like every applied migration.
         DROP INDEX ledger_once;
+        ALTER TABLE ledger ADD COLUMN change_key bytea;
+        UPDATE ledger SET change_key = sha256(convert_to(concat_ws('|',
+            coalesce(length(convert_to(command_id, 'UTF8')) || ':' || command_id, '-'),
+            coalesce(length(convert_to(kind, 'UTF8')) || ':' || kind, '-'),
+            coalesce(length(convert_to(purchase_id, 'UTF8')) || ':' || purchase_id, '-'),
+            coalesce(length(convert_to(group_id, 'UTF8')) || ':' || group_id, '-'),
+            coalesce(interval_start_ms::text, '-'),
+            coalesce(interval_end_ms::text, '-'),
+            coalesce(amount::text, '-'),
+            coalesce(length(convert_to(cut_kind, 'UTF8')) || ':' || cut_kind, '-'),
+            coalesce(length(convert_to(reason, 'UTF8')) || ':' || reason, '-')), 'UTF8'));
+        CREATE UNIQUE INDEX ledger_change ON ledger (subscription_key, change_key);
         """),
     ]
-
-    /// A ledger row's change identity computed from its columns, byte for byte `LedgerRow.changeKey`:
-    /// SHA-256 over the fields joined by `|`, a text as its UTF-8 length, `:` and itself, a number in
-    /// decimal, NULL as `-`. Lengths make it unambiguous (`a|b` in one field is not two fields).
-    static let ledgerChangeKeySQL: String = {
-        func text(_ column: String) -> String { "coalesce(length(convert_to(\(column), 'UTF8')) || ':' || \(column), '-')" }
-        func number(_ column: String) -> String { "coalesce(\(column)::text, '-')" }
-        let fields = [text("command_id"), text("kind"), text("purchase_id"), text("group_id"), number("interval_start_ms"),
-                      number("interval_end_ms"), number("amount"), text("cut_kind"), text("reason")]
-        return "sha256(convert_to(concat_ws('|', \(fields.joined(separator: ", "))), 'UTF8'))"
-    }()
 }

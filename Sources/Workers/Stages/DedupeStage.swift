@@ -44,13 +44,14 @@ public struct DedupeStage: StageLogic {
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
+        var outcomes: [String: Int] = [:]   // counted per batch: one metric update per outcome, not per event
 
         for (record, event) in events {
             let key = SeenEvent(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))
             if seen.contains(key) {
                 // Apple's retry, a second upload of the same bytes, a redelivered batch: counted, not forwarded.
                 repeated[key, default: 0] += 1
-                Metrics.shared.increment("storeledger_dedupe_total", ["outcome": "duplicate_event"])
+                outcomes["duplicate_event", default: 0] += 1
                 continue
             }
             seen.insert(key)
@@ -61,7 +62,7 @@ public struct DedupeStage: StageLogic {
             // Notifications, renewal facts and user links still matter without new purchase facts.
             guard !outcome.changes.isEmpty || event.notification != nil || event.renewalInfo != nil
                     || event.appUserId != nil else {
-                Metrics.shared.increment("storeledger_dedupe_total", ["outcome": "nothing_new"])
+                outcomes["nothing_new", default: 0] += 1
                 continue
             }
             // The whole input goes on (classify reads switch markers from the other transactions);
@@ -69,7 +70,10 @@ public struct DedupeStage: StageLogic {
             result.outputs.append(OutputRecord(topic: Topic.unique, key: event.subscriptionKey,
                                                value: TopicRecords.encodeUnique(event: event, decodedRecord: record.value,
                                                                                 purchases: outcome.changes, position: record.position)))
-            Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded"])
+            outcomes[outcome.changes.isEmpty ? "forwarded_no_change" : "forwarded", default: 0] += 1
+        }
+        for (outcome, count) in outcomes {
+            Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome], by: Double(count))
         }
         try store.save(changedPurchases(known, touched: touched))
         try store.record(firstSeen: newlySeen, repeated: repeated)

@@ -176,9 +176,8 @@ final class StageWork: ConsumerLoopWork {
         try fence.check(batchPartitions, database)
         try database.commit()
         let now = currentTimeMs()
-        for received in receivedAtMs {
-            metrics.observe("storeledger_ingest_to_ledger_seconds", [:], Double(max(0, now - received)) / 1000, buckets: StageWork.ledgerLatencyBuckets)
-        }
+        metrics.observe("storeledger_ingest_to_ledger_seconds", [:], receivedAtMs.lazy.map { Double(max(0, now - $0)) / 1000 },
+                        buckets: StageWork.ledgerLatencyBuckets)
         receivedAtMs = []
     }
 
