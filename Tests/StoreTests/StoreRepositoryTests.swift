@@ -225,7 +225,7 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "jsonb")
 
-        XCTAssertEqual(try Store.migrate(db), [10, 11, 12])
+        XCTAssertEqual(try Store.migrate(db), [10, 11, 12, 13])
         XCTAssertEqual(try db.query("SELECT data_type FROM information_schema.columns WHERE table_name = 'subscriptions' AND column_name = 'state'")
                         .first?.string("data_type"), "json")
         XCTAssertEqual(try MembershipQueries(db).subscription("s-old"), old, "a state written as jsonb reads back the same")
@@ -272,7 +272,7 @@ final class StoreRepositoryTests: PGTestCase {
                         '{}', \(entry.cutKind?.rawValue))
                 """)
         }
-        XCTAssertEqual(try Store.migrate(db), [12])
+        XCTAssertEqual(try Store.migrate(db), [12, 13])
         let keys = try db.query("SELECT change_key FROM ledger ORDER BY entry_id").map { try $0.bytes("change_key") }
         let expected = entries.map { LedgerRow(id: 0, entry: $0, cause: []).changeKey }
         XCTAssertEqual(keys, expected)
@@ -290,6 +290,27 @@ final class StoreRepositoryTests: PGTestCase {
         try db.transaction { try MembershipStore($0).appendLedger([LedgerRow(id: 200, entry: fixed, cause: Array("{}".utf8))]) }
         XCTAssertEqual(try db.query("SELECT indexname FROM pg_indexes WHERE tablename = 'ledger' ORDER BY indexname").map { try $0.string("indexname") },
                        ["ledger_change", "ledger_pkey", "ledger_user"])
+    }
+
+    /// Migration 13: a transaction id is found across subscriptions through an index, not by reading every
+    /// alias (the offer endpoint asks on every signature request).
+    func testTransactionIdsAreFoundAcrossSubscriptionsThroughAnIndex() throws {
+        let db = try migratedDatabase()
+        try db.execute("""
+            INSERT INTO transaction_aliases (subscription_key, transaction_id, purchase_id)
+            SELECT 's-' || (i % 5000), 't-' || i, 'p-' || i FROM generate_series(1, 20000) AS i
+            """)
+        try db.execute("ANALYZE transaction_aliases")
+        let plan = try db.query("""
+            EXPLAIN SELECT DISTINCT s.user_id FROM transaction_aliases a JOIN subscriptions s ON s.subscription_key = a.subscription_key
+            WHERE a.transaction_id = 't-42' AND s.user_id IS NOT NULL
+            """).map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        XCTAssertTrue(plan.contains("transaction_aliases_transaction"), plan)
+        XCTAssertFalse(plan.contains("Seq Scan on transaction_aliases"), plan)
+        try db.execute("INSERT INTO users (user_id) VALUES ('u-1')")
+        try db.execute("INSERT INTO subscriptions (subscription_key, user_id, state) VALUES ('s-42', 'u-1', '{}')")
+        XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-42"), ["u-1"])
+        XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-43"), [])
     }
 
     /// The identity's encoding: every field counts, and no text can pass for two fields.

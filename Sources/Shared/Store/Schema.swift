@@ -353,5 +353,13 @@ public enum Schema {
             coalesce(length(convert_to(reason, 'UTF8')) || ':' || reason, '-')), 'UTF8'));
         CREATE UNIQUE INDEX ledger_change ON ledger (subscription_key, change_key);
         """),
+        Migration(version: 13, name: "transaction ids looked up across subscriptions", sql: """
+        -- The offer signature endpoint (a transaction id's owners, R9) and support's search look a transaction id up
+        -- in every subscription; the key (subscription_key, transaction_id) cannot serve that, so each request read
+        -- the whole table, which grows by a row per purchase. Not unique: an id may be known to several
+        -- subscriptions (R1 aliases). Built while the table is locked for writes (no CONCURRENTLY in a migration's
+        -- transaction): on a large table, run it in a quiet hour.
+        CREATE INDEX transaction_aliases_transaction ON transaction_aliases (transaction_id);
+        """),
     ]
 }
