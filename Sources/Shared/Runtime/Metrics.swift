@@ -88,9 +88,7 @@ public final class Metrics: Sendable {
     }
 
     private static func render(_ labels: [String: String]) -> [String] {
-        if labels.isEmpty { return [] }
-        if labels.count == 1, let (key, value) = labels.first { return ["\(key)=\"\(escaped(value))\""] }
-        return labels.keys.sorted().map { key in "\(key)=\"\(escaped(labels[key]!))\"" }
+        labels.keys.sorted().map { key in "\(key)=\"\(escaped(labels[key]!))\"" }
     }
 
     /// Prometheus label-value escaping (backslash, quote, newline). Runs on every increment, so

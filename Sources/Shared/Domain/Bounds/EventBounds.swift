@@ -105,27 +105,10 @@ public enum EventBounds {
         return nil
     }
 
-    /// Every byte in 0x20..<0x7F, eight at a time over the string's own storage: this runs on every
-    /// string of every record in four stages, and `utf8.allSatisfy` went byte by byte through the view.
+    /// This runs on every string of every record in four stages: `utf8.allSatisfy` went byte by byte
+    /// through the view, the string's own storage goes eight bytes at a time.
     static func isPrintableASCII(_ value: String) -> Bool {
-        let checked = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard let base = bytes.baseAddress else { return true }
-            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-            var index = 0
-            while bytes.count - index >= 8 {
-                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
-                // No high bit; none below 0x20 (the subtraction borrows into a high bit); none 0x7F
-                // (adding 1 carries 0x7F, and only 0x7F, into a high bit).
-                if word & highs != 0 || (word &- 0x20 &* ones) & highs != 0 || (word &+ ones) & highs != 0 { return false }
-                index += 8
-            }
-            while index < bytes.count {
-                guard (0x20..<0x7F).contains(base[index]) else { return false }
-                index += 1
-            }
-            return true
-        }
-        return checked ?? value.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
+        value.utf8.withContiguousStorageIfAvailable(PlainASCII.isPrintable) ?? value.utf8.allSatisfy { (0x20..<0x7F).contains($0) }
     }
 
     static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {

@@ -78,7 +78,7 @@ extension MembershipEvent {
 /// written directly: the ledger needs two per entry.
 public func intervalsJSON(_ intervals: [Interval]) -> [UInt8] {
     var out = SortedKeyJSON(capacity: 16 + intervals.count * 48)
-    out.array(intervals) { out, interval in out.object { $0.interval(interval) } }
+    out.intervals(intervals)
     return out.bytes
 }
 
@@ -135,6 +135,11 @@ struct SortedKeyJSON {
 
     mutating func intervals(_ key: String, _ values: [Interval]) {
         self.key(key)
+        intervals(values)
+    }
+
+    /// `[Interval]` as an array of `interval` objects.
+    mutating func intervals(_ values: [Interval]) {
         array(values) { out, interval in out.object { $0.interval(interval) } }
     }
 
@@ -193,7 +198,7 @@ struct SortedKeyJSON {
         text.withUTF8 { utf8 in
             var runStart = 0
             // Whole words with nothing to escape are skipped eight bytes at a time (ids, keys, reasons).
-            let plain = utf8.baseAddress.map { SortedKeyJSON.plainWordsEnd($0, count: utf8.count) } ?? 0
+            let plain = utf8.baseAddress.map { PlainASCII.unescapedWordsEnd($0, count: utf8.count) } ?? 0
             for index in plain..<utf8.count {
                 let byte = utf8[index]
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") else { continue }
@@ -204,24 +209,6 @@ struct SortedKeyJSON {
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
         bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// The first index from 0 where an 8-byte word holds a byte below 0x20, `"`, `\\` or `/`, or
-    /// fewer than 8 bytes remain: no byte before it needs an escape. Bytes above 0x7F need none.
-    static func plainWordsEnd(_ base: UnsafePointer<UInt8>, count: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        /// High bit set in each byte of `word` that is zero (exact for the lowest; enough to stop at).
-        func zeroBytes(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highs }
-        var index = 0
-        while count - index >= 8 {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            // Below 0x20: clear the high bits, subtract 0x20 per byte; a borrow marks a small byte (the
-            // high bit of a byte ≥ 0x80 is masked off by `~word`).
-            let small = ((word & ~highs) &- 0x20 &* ones) & ~word & highs
-            if small | zeroBytes(word ^ (0x22 &* ones)) | zeroBytes(word ^ (0x5C &* ones)) | zeroBytes(word ^ (0x2F &* ones)) != 0 { break }
-            index += 8
-        }
-        return index
     }
 
     private mutating func escape(_ byte: UInt8) {

@@ -126,28 +126,11 @@ struct BinaryReader {
         // plain ASCII (nearly every field) is valid UTF-8 as it is; anything else takes the full check.
         let text: String? = bytes.withUnsafeBufferPointer { buffer in
             let span = UnsafeBufferPointer(rebasing: buffer[start..<end])
-            if let base = span.baseAddress, !BinaryReader.isASCII(base, count: span.count) {
-                return String(validating: span, as: UTF8.self)
-            }
-            return String(decoding: span, as: UTF8.self)
+            return PlainASCII.isASCII(span) ? String(decoding: span, as: UTF8.self) : String(validating: span, as: UTF8.self)
         }
         guard let text else { throw failure("invalid UTF-8") }
         index = end
         return text
-    }
-
-    /// Whether every byte is below 0x80, eight at a time.
-    static func isASCII(_ base: UnsafePointer<UInt8>, count: Int) -> Bool {
-        var index = 0
-        while count - index >= 8 {
-            if UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
-            index += 8
-        }
-        while index < count {
-            if base[index] >= 0x80 { return false }
-            index += 1
-        }
-        return true
     }
 
     mutating func optionalBool() throws -> Bool? {

@@ -262,10 +262,12 @@ public struct ConsumerLoopMachine: Sendable {
     private mutating func finish(_ records: [KafkaRecord], _ nowMs: Int64) -> Action {
         let through = PartitionQueues.lastOffsets(records)
         queue.remove(through: through)
-        for id in through.keys { retries[id] = nil }
+        for (id, last) in through {
+            retries[id] = nil
+            uncommitted[id] = max(uncommitted[id] ?? 0, last + 1)
+        }
         outage = nil
         batchLimit = min(policy.maxBatch, batchLimit * 2)
-        for (id, last) in through { uncommitted[id] = max(uncommitted[id] ?? 0, last + 1) }
         phase = .committingOffsets
         return .commitOffsets(uncommitted)
     }
@@ -473,7 +475,10 @@ struct PartitionQueues: Sendable {
     /// Per partition, the highest offset among `records`.
     static func lastOffsets(_ records: [KafkaRecord]) -> [PartitionID: Int64] {
         var through: [PartitionID: Int64] = [:]
-        for record in records { through[record.partitionID, default: .min] = max(through[record.partitionID, default: .min], record.offset) }
+        for record in records {
+            let id = record.partitionID
+            through[id] = max(through[id] ?? .min, record.offset)
+        }
         return through
     }
 
