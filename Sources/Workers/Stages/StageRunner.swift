@@ -202,7 +202,9 @@ final class StageWork: ConsumerLoopWork {
         if let database, !database.isBroken { return database }
         guard let url = databaseURL else { throw StageError.configuration("stage \(logic.name) needs DATABASE_URL") }
         database = nil
-        let connection = try PGConnection(url: url)
+        var options = PGOptions.process
+        options.keyedAccess = true
+        let connection = try PGConnection(url: url, options: options)
         database = connection
         return connection
     }
