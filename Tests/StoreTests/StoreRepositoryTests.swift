@@ -170,6 +170,41 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try outbox.ordered(limit: 10).count, 0)
     }
 
+    /// Migration 14: publishing marks a row in place (HOT: no index holds published_at), the reads
+    /// start from the published watermark, and a row marked out of order (recovery) is neither lost
+    /// nor sent twice.
+    func testPublishedMarksStayInPlaceAndTheWatermarkNeverPassesAnUnpublishedRow() throws {
+        let db = try migratedDatabase()
+        let outbox = OutboxStore(db)
+        try MembershipStore(db).appendOutbox((1...12).map {
+            OutboxRow(eventKey: "u-\($0)", entryId: Int64($0), subscriptionKey: "s-\($0)", eventType: "membership.granted", payload: "{\"n\":\($0)}")
+        })
+        let rows = try outbox.unordered(limit: 100)
+        let seqs = try outbox.nextRelaySeqs(rows.count)
+        try outbox.assign(zip(rows, seqs).map { OutboxStore.Assignment(eventKey: $0.eventKey, entryId: $0.entryId, relaySeq: $1, partition: 0) })
+        func watermark() throws -> Int64 { try db.query("SELECT published_through FROM membership_relay_progress").first!.int64("published_through") }
+        func hotUpdates() throws -> Int64 {
+            _ = try db.query("SELECT pg_stat_force_next_flush()::text AS x")
+            _ = try db.query("SELECT pg_stat_clear_snapshot()::text AS x")
+            return try db.query("SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'membership_outbox'").first!.int64("n_tup_hot_upd")
+        }
+        XCTAssertEqual(try watermark(), seqs[0] - 1)
+
+        let hotBefore = try hotUpdates()
+        try outbox.markPublished([seqs[1], seqs[2]])
+        XCTAssertEqual(try hotUpdates() - hotBefore, 2, "marked in place")
+        XCTAssertEqual(try watermark(), seqs[0] - 1, "seqs[0] is still unpublished")
+        XCTAssertEqual(try outbox.ordered(limit: 100).map(\.relaySeq), [seqs[0]] + seqs[3...])
+        try outbox.markPublished(Array(seqs[0...4]))
+        XCTAssertEqual(try watermark(), seqs[4])
+        XCTAssertEqual(try outbox.markPublished(partition: 0, upTo: seqs[7]), 3, "recovery marks above the watermark")
+        XCTAssertEqual(try outbox.ordered(limit: 100).map(\.relaySeq), Array(seqs[8...]))
+        try outbox.markPublished(Array(seqs[8...]))
+        XCTAssertEqual(try watermark(), seqs.last)
+        XCTAssertEqual(try outbox.ordered(limit: 100).count, 0)
+        XCTAssertEqual(try db.query("SELECT count(*) AS n FROM membership_outbox WHERE published_at IS NULL").first!.int64("n"), 0)
+    }
+
     func testFenceClaimsBumpTheGeneration() throws {
         let db = try migratedDatabase()
         let fences = FenceStore(db)

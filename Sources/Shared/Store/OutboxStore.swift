@@ -14,8 +14,8 @@ public struct OutboxStore {
         try db.query("SELECT pg_try_advisory_lock(\(Self.relayLockKey)) AS held").first?.bool("held") == true
     }
 
-    /// Makes this session read the outbox through plain index scans. Publishing a row updates it out
-    /// of the partial index `membership_outbox_unpublished`, but its old entry stays there until
+    /// Makes this session read the outbox through plain index scans. Ordering a row updates it out
+    /// of the partial index `membership_outbox_unordered`, but its old entry stays there until
     /// VACUUM; a bitmap scan visits every such entry's heap page on every round (measured at 500
     /// events/s: 7,358 entries for 18 live rows, 7.6 ms per read, growing until autovacuum), while a
     /// plain index scan marks the dead entries once (LP_DEAD) and skips them afterwards (0.3 ms).
@@ -60,11 +60,11 @@ public struct OutboxStore {
         public var payload: String
     }
 
-    /// Unordered, unpublished rows in ledger entry order.
+    /// Unordered rows (never published: a row is ordered first) in ledger entry order.
     public func unordered(limit: Int) throws -> [Key] {
         try db.query("""
             SELECT event_key, entry_id FROM membership_outbox
-            WHERE published_at IS NULL AND relay_seq IS NULL ORDER BY entry_id LIMIT \(limit)
+            WHERE relay_seq IS NULL ORDER BY entry_id LIMIT \(limit)
             """).map { Key(eventKey: try $0.string("event_key"), entryId: try $0.int64("entry_id")) }
     }
 
@@ -84,27 +84,40 @@ public struct OutboxStore {
             """)
     }
 
-    /// Ordered, unpublished rows in `relay_seq` order.
+    /// Ordered, unpublished rows in `relay_seq` order, read from the published watermark on.
     public func ordered(limit: Int) throws -> [Ordered] {
         try db.query("""
             SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
-            WHERE published_at IS NULL AND relay_seq IS NOT NULL ORDER BY relay_seq LIMIT \(limit)
+            WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND published_at IS NULL
+            ORDER BY relay_seq LIMIT \(limit)
             """).map { row in
             Ordered(eventKey: try row.string("event_key"), relaySeq: try row.int64("relay_seq"), partition: try row.int32("kafka_partition"),
                     eventType: try row.string("event_type"), payload: try row.string("payload"))
         }
     }
 
-    /// Marks these rows published (the broker acknowledged every one).
+    /// Marks these rows published (the broker acknowledged every one) and moves the watermark up to
+    /// the first ordered row still unpublished (or the last ordered row): it walks only the rows
+    /// published since, whichever of them the caller marked.
     public func markPublished(_ seqs: [Int64]) throws {
-        try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+        try db.transaction { db in
+            try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+            try db.execute("""
+                UPDATE membership_relay_progress SET published_through = coalesce(
+                    (SELECT min(relay_seq) - 1 FROM membership_outbox
+                     WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND published_at IS NULL),
+                    (SELECT max(relay_seq) FROM membership_outbox), published_through)
+                WHERE singleton
+                """)
+        }
     }
 
     /// Recovery: marks published every ordered row of the partition up to the sequence its last record carries.
     public func markPublished(partition: Int32, upTo seq: Int64) throws -> Int {
         try db.execute("""
             UPDATE membership_outbox SET published_at = now()
-            WHERE published_at IS NULL AND kafka_partition = \(Int(partition)) AND relay_seq <= \(seq)
+            WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND relay_seq <= \(seq)
+              AND kafka_partition = \(Int(partition)) AND published_at IS NULL
             """)
     }
 }

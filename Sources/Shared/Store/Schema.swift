@@ -361,5 +361,22 @@ public enum Schema {
         -- transaction): on a large table, run it in a quiet hour.
         CREATE INDEX transaction_aliases_transaction ON transaction_aliases (transaction_id);
         """),
+        Migration(version: 14, name: "the relay's published mark without index entries", sql: """
+        -- Issue 14: marking an outbox row published changed a column of an index's predicate
+        -- (membership_outbox_unpublished, WHERE published_at IS NULL), so PostgreSQL could not update it in place
+        -- (HOT): each mark wrote the whole ~1 kB row again with new entries in every index, ~40 µs and ~2 kB of
+        -- WAL per event at 1,000 events/s. The relay's reads now find their rows without that predicate: rows
+        -- still to order through an index of unordered rows, rows to publish from a watermark below which every
+        -- ordered row is published. Setting published_at then touches no index and stays on the page.
+        CREATE INDEX membership_outbox_unordered ON membership_outbox (entry_id) WHERE relay_seq IS NULL;
+        CREATE TABLE membership_relay_progress (
+            singleton         boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            published_through bigint NOT NULL      -- every ordered row with relay_seq <= this is published
+        );
+        INSERT INTO membership_relay_progress (published_through)
+        SELECT coalesce((SELECT min(relay_seq) - 1 FROM membership_outbox WHERE published_at IS NULL AND relay_seq IS NOT NULL),
+                        (SELECT max(relay_seq) FROM membership_outbox), 0);
+        DROP INDEX membership_outbox_unpublished;
+        """),
     ]
 }

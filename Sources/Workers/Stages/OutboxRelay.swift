@@ -78,7 +78,10 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         }
         guard !stop.isStopped else { return 0 }
         _ = stop.wait(timeout: config.settle)
-        let db = try PGConnection(url: config.databaseURL)
+        // The relay reads the outbox by index only: rows to order, rows from the published watermark.
+        var options = PGOptions.process
+        options.keyedAccess = true
+        let db = try PGConnection(url: config.databaseURL, options: options)
         defer { db.close() }
         try OutboxStore(db).preferIndexScans()
         let partitions = try partitionCount()
