@@ -345,6 +345,35 @@ final class RoundTripTests: PGTestCase {
         XCTAssertEqual(try conn.query("SHOW plan_cache_mode").first?.string("plan_cache_mode"), "force_custom_plan")
     }
 
+    /// A keyed session (a stage's) keeps one generic plan per statement with whole-table scans, parallel
+    /// workers and JIT priced out or off; other sessions plan every run.
+    func testKeyedSessionsKeepGenericIndexPlans() throws {
+        var options = PGOptions.process
+        options.keyedAccess = true
+        let keyed = try PGConnection(url: server.url, options: options)
+        func setting(_ conn: PGConnection, _ name: String) throws -> String? {
+            try conn.query(SQL(unsafeSQL: "SELECT current_setting('\(name)') AS v")).first?.string("v")
+        }
+        XCTAssertEqual(try setting(keyed, "plan_cache_mode"), "force_generic_plan")
+        XCTAssertEqual(try setting(keyed, "enable_seqscan"), "off")
+        XCTAssertEqual(try setting(keyed, "max_parallel_workers_per_gather"), "0")
+        XCTAssertEqual(try setting(keyed, "jit"), "off")
+        let plain = try connect()
+        XCTAssertEqual(try setting(plain, "plan_cache_mode"), "force_custom_plan")
+        XCTAssertEqual(try setting(plain, "enable_seqscan"), "on")
+
+        // A plan made while the table is empty is still an index plan once the table has grown.
+        let table = uniqueTable()
+        try keyed.execute(SQL(unsafeSQL: "CREATE TABLE \(table) (k text, n int, PRIMARY KEY (k, n))"))
+        try keyed.execute(SQL(unsafeSQL: "PREPARE lookup(text[]) AS SELECT count(*) AS c FROM \(table) WHERE k = ANY($1)"))
+        XCTAssertEqual(try keyed.query("EXECUTE lookup(ARRAY['k1'])").first?.int64("c"), 0)
+        try keyed.execute(SQL(unsafeSQL: "INSERT INTO \(table) SELECT 'k' || (i / 3), i FROM generate_series(1, 30000) AS i"))
+        XCTAssertEqual(try keyed.query("EXECUTE lookup(ARRAY['k1', 'k2'])").first?.int64("c"), 6)
+        let plan = try keyed.query("EXPLAIN EXECUTE lookup(ARRAY['k1', 'k2'])").map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        XCTAssertTrue(plan.contains("\(table)_pkey"), plan)
+        XCTAssertTrue(plan.contains("$1"), "the generic plan: \(plan)")
+    }
+
     func testPreparingCanBeTurnedOffAndIsForgottenOnReconnect() throws {
         var options = PGOptions.process
         options.preparesStatements = false

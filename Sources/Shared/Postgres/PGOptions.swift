@@ -23,7 +23,10 @@ public struct PGOptions: Sendable, Equatable {
     /// events), never most of a table: sequential scans and parallel plans are priced out
     /// (`enable_seqscan=off`, `max_parallel_workers_per_gather=0`), and no plan is compiled (`jit=off`:
     /// a scan priced out where no index serves costs more than JIT's threshold, and compiling takes
-    /// tens of milliseconds). Until autovacuum has analyzed a
+    /// tens of milliseconds). Its prepared statements keep one generic plan (`plan_cache_mode=
+    /// force_generic_plan`): with whole-table scans priced out, the plan made once is an index plan
+    /// whatever the table's size, and planning every run was a third of the statements' time in small
+    /// batches (issue 14). Until autovacuum has analyzed a
     /// young table (a minute after a deployment or a bulk load) or while its statistics are stale, the
     /// planner expects a list of keys to match a third of a table or more and reads it whole, in
     /// parallel workers: 5–50 ms per lookup instead of well under one, measured at 1,000 events/s
@@ -61,7 +64,8 @@ public struct PGOptions: Sendable, Equatable {
         [("connect_timeout", String(connectTimeoutSeconds)), ("fallback_application_name", applicationName), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),
          ("client_encoding", "UTF8"),
-         ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs) -c plan_cache_mode=force_custom_plan"
-             + (keyedAccess ? " -c enable_seqscan=off -c max_parallel_workers_per_gather=0 -c jit=off" : ""))]
+         ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs)"
+             + (keyedAccess ? " -c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c max_parallel_workers_per_gather=0 -c jit=off"
+                            : " -c plan_cache_mode=force_custom_plan"))]
     }
 }
