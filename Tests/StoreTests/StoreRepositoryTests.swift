@@ -199,6 +199,8 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try watermark(), seqs[4])
         XCTAssertEqual(try outbox.markPublished(partition: 0, upTo: seqs[7]), 3, "recovery marks above the watermark")
         XCTAssertEqual(try outbox.ordered(limit: 100).map(\.relaySeq), Array(seqs[8...]))
+        try db.execute("DELETE FROM membership_relay_progress")
+        XCTAssertEqual(try outbox.ordered(limit: 100).map(\.relaySeq), Array(seqs[8...]), "without the watermark: read from the start")
         try outbox.markPublished(Array(seqs[8...]))
         XCTAssertEqual(try watermark(), seqs.last)
         XCTAssertEqual(try outbox.ordered(limit: 100).count, 0)

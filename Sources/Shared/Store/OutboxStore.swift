@@ -88,7 +88,7 @@ public struct OutboxStore {
     public func ordered(limit: Int) throws -> [Ordered] {
         try db.query("""
             SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
-            WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND published_at IS NULL
+            WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL
             ORDER BY relay_seq LIMIT \(limit)
             """).map { row in
             Ordered(eventKey: try row.string("event_key"), relaySeq: try row.int64("relay_seq"), partition: try row.int32("kafka_partition"),
@@ -98,16 +98,18 @@ public struct OutboxStore {
 
     /// Marks these rows published (the broker acknowledged every one) and moves the watermark up to
     /// the first ordered row still unpublished (or the last ordered row): it walks only the rows
-    /// published since, whichever of them the caller marked.
+    /// published since, whichever of them the caller marked. Without its row (deleted by hand) the
+    /// reads start from 0, and the next mark writes it again.
     public func markPublished(_ seqs: [Int64]) throws {
         try db.transaction { db in
             try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
             try db.execute("""
-                UPDATE membership_relay_progress SET published_through = coalesce(
+                INSERT INTO membership_relay_progress (published_through)
+                SELECT coalesce(
                     (SELECT min(relay_seq) - 1 FROM membership_outbox
-                     WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND published_at IS NULL),
-                    (SELECT max(relay_seq) FROM membership_outbox), published_through)
-                WHERE singleton
+                     WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL),
+                    (SELECT max(relay_seq) FROM membership_outbox), 0)
+                ON CONFLICT (singleton) DO UPDATE SET published_through = EXCLUDED.published_through
                 """)
         }
     }
@@ -116,7 +118,7 @@ public struct OutboxStore {
     public func markPublished(partition: Int32, upTo seq: Int64) throws -> Int {
         try db.execute("""
             UPDATE membership_outbox SET published_at = now()
-            WHERE relay_seq > (SELECT published_through FROM membership_relay_progress WHERE singleton) AND relay_seq <= \(seq)
+            WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND relay_seq <= \(seq)
               AND kafka_partition = \(Int(partition)) AND published_at IS NULL
             """)
     }
