@@ -207,6 +207,28 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT count(*) AS n FROM membership_outbox WHERE published_at IS NULL").first!.int64("n"), 0)
     }
 
+    /// Migration 14 on an outbox the previous release filled: the watermark stops below the first
+    /// ordered row still unpublished, whatever was marked above it, and nothing waiting is skipped.
+    func testMigrationFourteenPlacesTheWatermarkBelowTheFirstUnpublishedRow() throws {
+        let db = try PGConnection(url: try server.createDatabase("s_\(UUID().uuidString.prefix(8).lowercased())"))
+        try Migrator.migrate(db, Schema.migrations.filter { $0.version < 14 })
+        // seq 1-3 published, 4 ordered and unpublished, 5 published by recovery, 6 ordered, one row unordered.
+        for (entry, seq, published) in [(1, 1, true), (2, 2, true), (3, 3, true), (4, 4, false), (5, 5, true), (6, 6, false), (7, nil, false)] {
+            try db.execute("""
+                INSERT INTO membership_outbox (event_key, entry_id, subscription_key, event_type, payload, relay_seq, kafka_partition, published_at)
+                VALUES (\("u-\(entry)"), \(Int64(entry)), 's', 'membership.granted', '{}', \(seq.map(Int64.init)), \(seq.map { _ in 0 }),
+                        \(published ? "2026-01-01 00:00:00+00" : nil)::timestamptz)
+                """)
+        }
+        XCTAssertEqual(try Store.migrate(db), Schema.migrations.map(\.version).filter { $0 >= 14 })
+        XCTAssertEqual(try db.query("SELECT published_through FROM membership_relay_progress").first?.int64("published_through"), 3)
+        let outbox = OutboxStore(db)
+        XCTAssertEqual(try outbox.ordered(limit: 10).map(\.relaySeq), [4, 6])
+        XCTAssertEqual(try outbox.unordered(limit: 10).map(\.entryId), [7])
+        try outbox.markPublished([4, 6])
+        XCTAssertEqual(try db.query("SELECT published_through FROM membership_relay_progress").first?.int64("published_through"), 6)
+    }
+
     func testFenceClaimsBumpTheGeneration() throws {
         let db = try migratedDatabase()
         let fences = FenceStore(db)
