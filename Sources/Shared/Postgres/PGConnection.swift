@@ -71,7 +71,8 @@ public final class PGConnection {
 
     /// Runs one statement and returns its rows. From its second run on this connection (same text,
     /// same parameter types) it runs as a server-side prepared statement: parse and analysis are
-    /// paid once; the plan is made on every run for the tables as they are (`PGOptions`).
+    /// paid once; the plan is made on every run for the tables as they are, except in a keyed session,
+    /// which keeps one generic index plan (`PGOptions.keyedAccess`).
     @discardableResult
     public func query(_ sql: SQL) throws -> PGRows {
         let handle = try open()

@@ -59,7 +59,8 @@ public struct PGOptions: Sendable, Equatable {
     /// saves its parse, not its plan. PostgreSQL's default switches a statement to a generic plan
     /// after five runs and keeps it until the table's statistics change; a plan made while a table
     /// was small (a sequential scan) then stays while the table grows, and `bench e2e` measured
-    /// PostgreSQL's CPU per event doubling (issue 14). Planned per run, it follows the table.
+    /// PostgreSQL's CPU per event doubling (issue 14). Planned per run, it follows the table. A keyed
+    /// session (`keyedAccess`) prices whole-table scans out instead and keeps one generic plan.
     var connectKeywords: [(String, String)] {
         [("connect_timeout", String(connectTimeoutSeconds)), ("fallback_application_name", applicationName), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),

@@ -2,7 +2,7 @@
 ///
 /// A text runs unprepared the first time and is prepared from the second (pgjdbc's
 /// `prepareThreshold` idea): one-off statements (migrations, the tools' queries) never cost a
-/// prepare, the stages' per-batch statements pay their parse once per connection (planned per run: `PGOptions`). Both
+/// prepare, the stages' per-batch statements pay their parse once per connection (planned per run, or once in a keyed session: `PGOptions`). Both
 /// tables are bounded, so statements whose text varies cannot grow them without end.
 struct PreparedStatements {
     /// A statement as the server prepares it: its text and its parameters' types.

@@ -103,15 +103,21 @@ public struct OutboxStore {
     public func markPublished(_ seqs: [Int64]) throws {
         try db.transaction { db in
             try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
-            try db.execute("""
-                INSERT INTO membership_relay_progress (published_through)
-                SELECT coalesce(
-                    (SELECT min(relay_seq) - 1 FROM membership_outbox
-                     WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL),
-                    (SELECT max(relay_seq) FROM membership_outbox), 0)
-                ON CONFLICT (singleton) DO UPDATE SET published_through = EXCLUDED.published_through
-                """)
+            try OutboxStore(db).advanceWatermark()
         }
+    }
+
+    /// Moves the watermark up to the first ordered row still unpublished, or the last ordered row. Only
+    /// the relay that holds the lock may call it, between its rounds: nothing is ordered meanwhile.
+    public func advanceWatermark() throws {
+        try db.execute("""
+            INSERT INTO membership_relay_progress (published_through)
+            SELECT coalesce(
+                (SELECT min(relay_seq) - 1 FROM membership_outbox
+                 WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL),
+                (SELECT max(relay_seq) FROM membership_outbox), 0)
+            ON CONFLICT (singleton) DO UPDATE SET published_through = EXCLUDED.published_through
+            """)
     }
 
     /// Recovery: marks published every ordered row of the partition up to the sequence its last record carries.

@@ -368,6 +368,11 @@ public enum Schema {
         -- WAL per event at 1,000 events/s. The relay's reads now find their rows without that predicate: rows
         -- still to order through an index of unordered rows, rows to publish from a watermark below which every
         -- ordered row is published. Setting published_at then touches no index and stays on the page.
+        -- The old index goes first, so the migration takes the table's strongest lock at once instead of
+        -- upgrading a lock mid-way (a relay's transaction interleaved with an upgrade deadlocks). Writes to the
+        -- outbox wait while the new index builds: on a large outbox, run it in a quiet hour. Replace the relay of
+        -- the previous release right after: without the dropped index its reads scan the outbox.
+        DROP INDEX membership_outbox_unpublished;
         CREATE INDEX membership_outbox_unordered ON membership_outbox (entry_id) WHERE relay_seq IS NULL;
         CREATE TABLE membership_relay_progress (
             singleton         boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -376,7 +381,6 @@ public enum Schema {
         INSERT INTO membership_relay_progress (published_through)
         SELECT coalesce((SELECT min(relay_seq) - 1 FROM membership_outbox WHERE published_at IS NULL AND relay_seq IS NOT NULL),
                         (SELECT max(relay_seq) FROM membership_outbox), 0);
-        DROP INDEX membership_outbox_unpublished;
         """),
     ]
 }

@@ -70,19 +70,19 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     }
 
     private func session(until stop: StopSignal) throws -> Int32 {
-        let lock = try PGConnection(url: config.databaseURL)
-        defer { lock.close() }
-        while !stop.isStopped {
-            if try OutboxStore(lock).tryTakeRelayLock() { break }
-            _ = stop.wait(timeout: .milliseconds(500))
-        }
-        guard !stop.isStopped else { return 0 }
-        _ = stop.wait(timeout: config.settle)
         // The relay reads the outbox by index only: rows to order, rows from the published watermark.
+        // The lock is held by the session that does the work: if that session is lost, so is the lock,
+        // and this relay's next statement fails before another relay can order beside it.
         var options = PGOptions.process
         options.keyedAccess = true
         let db = try PGConnection(url: config.databaseURL, options: options)
         defer { db.close() }
+        while !stop.isStopped {
+            if try OutboxStore(db).tryTakeRelayLock() { break }
+            _ = stop.wait(timeout: .milliseconds(500))
+        }
+        guard !stop.isStopped else { return 0 }
+        _ = stop.wait(timeout: config.settle)
         try OutboxStore(db).preferIndexScans()
         let partitions = try partitionCount()
         var producer = try KafkaProducer(config: config.kafka)
@@ -127,6 +127,9 @@ public final class OutboxRelay: Service, @unchecked Sendable {
                   let seq = Int64(String(decoding: header.value, as: UTF8.self)) else { continue }
             marked += try OutboxStore(db).markPublished(partition: partition, upTo: seq)
         }
+        // Rows marked here (or by a relay of the previous release) would otherwise stay above the
+        // watermark, read again every round until the next publish moves it.
+        try OutboxStore(db).advanceWatermark()
         logger.info("relay_recovered", ["partitions_with_records": .of(tails.count), "marked_published": .of(marked)])
     }
 
