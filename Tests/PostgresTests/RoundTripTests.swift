@@ -348,9 +348,7 @@ final class RoundTripTests: PGTestCase {
     /// A keyed session (a stage's) keeps one generic plan per statement with whole-table scans, parallel
     /// workers and JIT priced out or off; other sessions plan every run.
     func testKeyedSessionsKeepGenericIndexPlans() throws {
-        var options = PGOptions.process
-        options.keyedAccess = true
-        let keyed = try PGConnection(url: server.url, options: options)
+        let keyed = try PGConnection(url: server.url, options: .keyed)
         func setting(_ conn: PGConnection, _ name: String) throws -> String? {
             try conn.query(SQL(unsafeSQL: "SELECT current_setting('\(name)') AS v")).first?.string("v")
         }

@@ -418,9 +418,7 @@ final class StoreRepositoryTests: PGTestCase {
                 return try scans() - start
             }
         }
-        var keyedOptions = PGOptions.process
-        keyedOptions.keyedAccess = true
-        XCTAssertEqual(try sequentialScans(try PGConnection(url: url, options: keyedOptions), lookups), 0)
+        XCTAssertEqual(try sequentialScans(try PGConnection(url: url, options: .keyed), lookups), 0)
         XCTAssertGreaterThan(try sequentialScans(db, lookups), 0, "the control: without keyed access the lookups read tables whole")
     }
 

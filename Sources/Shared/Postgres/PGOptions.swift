@@ -20,17 +20,18 @@ public struct PGOptions: Sendable, Equatable {
     /// before 1.21), where a session would lack the names.
     public var preparesStatements = true
     /// The session only reads and writes rows by key (a stage's batch: its subscriptions, users,
-    /// events), never most of a table: sequential scans and parallel plans are priced out
-    /// (`enable_seqscan=off`, `max_parallel_workers_per_gather=0`), and no plan is compiled (`jit=off`:
-    /// a scan priced out where no index serves costs more than JIT's threshold, and compiling takes
-    /// tens of milliseconds). Its prepared statements keep one generic plan (`plan_cache_mode=
-    /// force_generic_plan`): with whole-table scans priced out, the plan made once is an index plan
-    /// whatever the table's size, and planning every run was a third of the statements' time in small
-    /// batches (issue 14). Until autovacuum has analyzed a
-    /// young table (a minute after a deployment or a bulk load) or while its statistics are stale, the
-    /// planner expects a list of keys to match a third of a table or more and reads it whole, in
-    /// parallel workers: 5–50 ms per lookup instead of well under one, measured at 1,000 events/s
-    /// (issue 14). With an index on the key it then always takes the index; without one it still scans.
+    /// events), never most of a table (issue 14):
+    /// - sequential scans and parallel plans are priced out (`enable_seqscan=off`,
+    ///   `max_parallel_workers_per_gather=0`): until autovacuum has analyzed a young table (a minute
+    ///   after a deployment or a bulk load), or while its statistics are stale, the planner expects a
+    ///   list of keys to match a third of a table and reads it whole, 5–50 ms per lookup instead of well
+    ///   under one at 1,000 events/s. With an index on the key it now takes the index; without one it
+    ///   still scans;
+    /// - no plan is compiled (`jit=off`): a priced-out scan where no index serves costs more than JIT's
+    ///   threshold, and compiling takes tens of milliseconds;
+    /// - prepared statements keep one generic plan (`plan_cache_mode=force_generic_plan`): with
+    ///   whole-table scans priced out it is an index plan whatever the table's size, and planning every
+    ///   run was a third of the statements' time in small batches.
     public var keyedAccess = false
 
     public init() {}
@@ -40,6 +41,13 @@ public struct PGOptions: Sendable, Equatable {
     /// What connections use unless given other options: this process's settings, validated and
     /// set once at startup (`configureProcess`); the defaults until then.
     public static var process: PGOptions { configured.withLock { $0 } }
+
+    /// This process's settings for a session that reads and writes by key only (`keyedAccess`).
+    public static var keyed: PGOptions {
+        var options = process
+        options.keyedAccess = true
+        return options
+    }
 
     public static func configureProcess(connectTimeoutSeconds: Int?, statementTimeoutMs: Int?, applicationName: String? = nil,
                                         preparesStatements: Bool? = nil) {

@@ -6,6 +6,9 @@ public struct OutboxStore {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }
 
+    /// The published watermark (0 without its row): every ordered row at or below it is published.
+    static let publishedThrough: SQL = "coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0)"
+
     /// Arbitrary, fixed: the advisory lock that makes one relay the active one.
     static let relayLockKey: Int64 = 0x5354_4C45_0017
 
@@ -88,7 +91,7 @@ public struct OutboxStore {
     public func ordered(limit: Int) throws -> [Ordered] {
         try db.query("""
             SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
-            WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL
+            WHERE relay_seq > \(fragment: Self.publishedThrough) AND published_at IS NULL
             ORDER BY relay_seq LIMIT \(limit)
             """).map { row in
             Ordered(eventKey: try row.string("event_key"), relaySeq: try row.int64("relay_seq"), partition: try row.int32("kafka_partition"),
@@ -114,7 +117,7 @@ public struct OutboxStore {
             INSERT INTO membership_relay_progress (published_through)
             SELECT coalesce(
                 (SELECT min(relay_seq) - 1 FROM membership_outbox
-                 WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND published_at IS NULL),
+                 WHERE relay_seq > \(fragment: Self.publishedThrough) AND published_at IS NULL),
                 (SELECT max(relay_seq) FROM membership_outbox), 0)
             ON CONFLICT (singleton) DO UPDATE SET published_through = EXCLUDED.published_through
             """)
@@ -124,7 +127,7 @@ public struct OutboxStore {
     public func markPublished(partition: Int32, upTo seq: Int64) throws -> Int {
         try db.execute("""
             UPDATE membership_outbox SET published_at = now()
-            WHERE relay_seq > coalesce((SELECT published_through FROM membership_relay_progress WHERE singleton), 0) AND relay_seq <= \(seq)
+            WHERE relay_seq > \(fragment: Self.publishedThrough) AND relay_seq <= \(seq)
               AND kafka_partition = \(Int(partition)) AND published_at IS NULL
             """)
     }

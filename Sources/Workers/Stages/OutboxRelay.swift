@@ -73,9 +73,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         // The relay reads the outbox by index only: rows to order, rows from the published watermark.
         // The lock is held by the session that does the work: if that session is lost, so is the lock,
         // and this relay's next statement fails before another relay can order beside it.
-        var options = PGOptions.process
-        options.keyedAccess = true
-        let db = try PGConnection(url: config.databaseURL, options: options)
+        let db = try PGConnection(url: config.databaseURL, options: .keyed)
         defer { db.close() }
         while !stop.isStopped {
             if try OutboxStore(db).tryTakeRelayLock() { break }

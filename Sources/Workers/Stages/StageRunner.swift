@@ -202,9 +202,7 @@ final class StageWork: ConsumerLoopWork {
         if let database, !database.isBroken { return database }
         guard let url = databaseURL else { throw StageError.configuration("stage \(logic.name) needs DATABASE_URL") }
         database = nil
-        var options = PGOptions.process
-        options.keyedAccess = true
-        let connection = try PGConnection(url: url, options: options)
+        let connection = try PGConnection(url: url, options: .keyed)
         database = connection
         return connection
     }
