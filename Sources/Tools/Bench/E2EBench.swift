@@ -20,7 +20,11 @@ import Store
 /// ingest → ledger latency per event (request written → `ledger.created_at` of its entry, which
 /// is the membership transaction's start: the commit follows within that batch's few ms).
 /// CPU seconds per event of every process from /proc, and peak RSS (VmHWM) of every process.
-/// Figures are medians over `--runs` (default 3; --quick: 1 run, shorter phases).
+/// Figures are medians over `--runs` (default 3; --quick: 1 run, shorter phases). Each run starts its
+/// own stack, so the runs are independent samples: the embedded broker (librdkafka 2.0.2's mock)
+/// finds a fetch's offset by walking the partition's whole in-memory log, so on one stack every run
+/// would pay more broker CPU per event than the one before (BENCHMARKS.md, "Runs on fresh stacks").
+/// `--one-stack` keeps one stack for all runs, to see that growth.
 public enum E2EBench {
     static let rates: [Double] = [500, 1_000, 2_000]
 
@@ -64,29 +68,33 @@ public enum E2EBench {
         defer { trivial.stop() }
         let trivialURL = "http://127.0.0.1:\(trivial.boundPort)"
 
-        let dev = try startDev(setup.environment, 12)
-        defer { dev.stop() }
-        let db = try PGConnection(url: dev.databaseURL)
-        var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.postgresDirectory)
-        // The bench's own queries (progress and commit times) are not the pipeline's work.
-        if let backend = try InspectionQueries(db).backendProcessId() { processes.excluded.insert(backend) }
-        print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")
-        fflush(nil)
-
-        _ = try phase("warmup", warmup, to: dev.ingestURL, rate: 500, connections: connections, db: db, processes: &processes)
-        // Ingest alone: only ingest and the broker run while the requests are posted.
-        let pipeline = dev.pids.filter { $0.key != StackPlan.ingestRole && $0.key != StackPlan.brokerRole }.map(\.value)
+        let oneStack = arguments.has("one-stack")
+        var stack: WarmStack?
+        defer { stack?.dev.stop() }
+        var peakRSS: [String: Double] = [:]
 
         var results: [[(String, Double)]] = []
         for (index, plan) in planned.enumerated() {
+            if stack == nil || !oneStack {
+                if var finished = stack {
+                    peakRSS.merge(finished.processes.peakRSS(), uniquingKeysWith: max)
+                    finished.dev.stop()
+                    stack = nil
+                }
+                stack = try WarmStack.start(startDev(setup.environment, 12), warmup: warmup, connections: connections)
+            }
+            let dev = stack!.dev, db = stack!.db
+            // Ingest alone: only ingest and the broker run while the requests are posted.
+            let pipeline = dev.pids.filter { $0.key != StackPlan.ingestRole && $0.key != StackPlan.brokerRole }.map(\.value)
             var figures: [(String, Double)] = []
             // The same mix of bodies as ingest's phases (V1, V2, receipt uploads in turn): the bytes read differ by kind.
             let trivialRun = try LoadClient.repeatPost(plan.flat.prefix(300).map(\.request), to: trivialURL, connections: connections,
                                                        seconds: trivialSeconds)
             let trivialRate = Double(trivialRun.accepted) / trivialRun.seconds
             let alone = try phase("ingest alone", plan.alone, to: dev.ingestURL, rate: nil, connections: connections, db: db,
-                                  processes: &processes, stopping: pipeline)
-            let flat = try phase("flat out", plan.flat, to: dev.ingestURL, rate: nil, connections: connections, db: db, processes: &processes)
+                                  processes: &stack!.processes, stopping: pipeline)
+            let flat = try phase("flat out", plan.flat, to: dev.ingestURL, rate: nil, connections: connections, db: db,
+                                 processes: &stack!.processes)
             figures += [("trivial_handler_requests_per_second", trivialRate),
                         ("ingest_alone_accepted_requests_per_second", alone.acceptedPerSecond),
                         ("ingest_alone_share_of_trivial_handler", alone.acceptedPerSecond / max(1, trivialRate)),
@@ -97,7 +105,7 @@ public enum E2EBench {
             figures += flat.perEventFigures(prefix: "flat_out")
             for (rate, events) in zip(rates, plan.rated) {
                 let result = try phase("\(Int(rate))/s", events, to: dev.ingestURL, rate: rate, connections: connections, db: db,
-                                       processes: &processes)
+                                       processes: &stack!.processes)
                 let name = "at_\(Int(rate))"
                 figures += [("\(name)_events_per_second_request_to_ledger", result.sustained),
                             ("\(name)_latency_p50_ms", result.p50), ("\(name)_latency_p99_ms", result.p99), ("\(name)_latency_max_ms", result.maximum),
@@ -108,13 +116,37 @@ public enum E2EBench {
             fflush(nil)
             results.append(figures)
         }
+        if var last = stack { peakRSS.merge(last.processes.peakRSS(), uniquingKeysWith: max) }
         var summary = medians(results)
-        summary += processes.peakRSS().map { ("peak_rss_mb_\($0.key)", $0.value) }.sorted { $0.0 < $1.0 }
-        summary += [("runs", Double(runs)), ("rate_phase_seconds", rateSeconds), ("flat_out_events", Double(flatEvents)),
+        summary += peakRSS.map { ("peak_rss_mb_\($0.key)", $0.value) }.sorted { $0.0 < $1.0 }
+        summary += [("runs", Double(runs)), ("stacks", Double(oneStack ? 1 : runs)), ("rate_phase_seconds", rateSeconds), ("flat_out_events", Double(flatEvents)),
                     ("load_average_1m_at_end", loadAverage())]
         BenchReport.write(suite: "e2e", title: "e2e (HTTP → ingest → Kafka → decode → dedupe → classify → membership → PostgreSQL; medians of \(runs) run(s))",
                           summary, json: arguments.has("json"), nameWidth: 52)
         return 0
+    }
+
+    /// One started `storeledger dev`, its processes' table and the bench's connection, warmed up.
+    struct WarmStack {
+        let dev: any RunningDev
+        let db: PGConnection
+        var processes: ProcessTable
+
+        static func start(_ dev: any RunningDev, warmup: [BenchTraffic.Event], connections: Int) throws -> WarmStack {
+            do {
+                let db = try PGConnection(url: dev.databaseURL)
+                var processes = ProcessTable(pids: dev.pids, postgresDirectory: dev.postgresDirectory)
+                // The bench's own queries (progress and commit times) are not the pipeline's work.
+                if let backend = try InspectionQueries(db).backendProcessId() { processes.excluded.insert(backend) }
+                print("e2e: storeledger dev up (\(processes.roles.joined(separator: ", ")))")
+                fflush(nil)
+                _ = try phase("warmup", warmup, to: dev.ingestURL, rate: 500, connections: connections, db: db, processes: &processes)
+                return WarmStack(dev: dev, db: db, processes: processes)
+            } catch {
+                dev.stop()
+                throw error
+            }
+        }
     }
 
     struct PhaseResult {
@@ -191,8 +223,10 @@ public enum E2EBench {
                                  p50: percentile(0.5), p99: percentile(0.99), maximum: latencies.last ?? .nan,
                                  missing: keys.count - committed.count, events: committed.count, cpu: cpu,
                                  walBytes: walBytes)
-        print(String(format: "  %@: %d posted, %d accepted (%.0f/s), %d in the ledger, %.0f events/s to ledger, p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-                     label, events.count, accepted, result.acceptedPerSecond, committed.count, result.sustained, result.p50, result.p99, result.maximum))
+        let perEvent = 1e6 / Double(max(1, committed.count))
+        print(String(format: "  %@: %d posted, %d accepted (%.0f/s), %d in the ledger, %.0f events/s to ledger, p50 %.0f ms, p99 %.0f ms, max %.0f ms; CPU µs per event %.0f, the broker's %.0f",
+                     label, events.count, accepted, result.acceptedPerSecond, committed.count, result.sustained, result.p50, result.p99, result.maximum,
+                     cpu.values.reduce(0, +) * perEvent, cpu[StackPlan.brokerRole, default: 0] * perEvent))
         fflush(nil)
         return result
     }
