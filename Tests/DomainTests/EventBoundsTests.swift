@@ -214,6 +214,29 @@ final class EventBoundsTests: XCTestCase {
         XCTAssertEqual(EventBounds.check(command(.renewal(renewal)))?.kind, "date_out_of_range")
     }
 
+    func testAViolationNamesItsWholePathInEveryNestedPart() {
+        var event = Self.fullEvent
+        event.notification?.uuid = "u\u{0}"
+        XCTAssertEqual(EventBounds.check(event)?.reason, "event.notification.uuid contains U+0000 at byte 1")
+        event = Self.fullEvent
+        event.transactions = [Self.fullTransaction, Self.fullTransaction]
+        event.transactions[1].productId = ""
+        XCTAssertEqual(EventBounds.check(event)?.kind, "empty_identifier")
+        XCTAssertTrue(EventBounds.check(event)?.reason.hasPrefix("event.transactions[1].productId") ?? false)
+        event = Self.fullEvent
+        event.renewalInfo?.autoRenewProductId = "p\u{0}"
+        XCTAssertEqual(EventBounds.check(event)?.reason, "event.renewalInfo.autoRenewProductId contains U+0000 at byte 1")
+
+        var transaction = Self.fullTransaction
+        transaction.originalTransactionId = "1\u{0}"
+        let changes = [PurchaseChange(purchaseId: "p0", kind: .new, transaction: Self.fullTransaction, aliases: []),
+                       PurchaseChange(purchaseId: "p1", kind: .new, transaction: transaction, aliases: [])]
+        XCTAssertEqual(EventBounds.check(UniqueEvent(event: Self.fullEvent, purchases: changes))?.reason,
+                       "purchases[1].transaction.originalTransactionId contains U+0000 at byte 1")
+        XCTAssertEqual(EventBounds.check(UniqueEvent(event: event, purchases: changes))?.reason,
+                       "event.renewalInfo.autoRenewProductId contains U+0000 at byte 1", "the event's own fields come first")
+    }
+
     func testAliasesAndPurchaseIdsAreBoundedWhereRecordsEnterClassify() {
         let change = PurchaseChange(purchaseId: "p1", kind: .new, transaction: Self.fullTransaction, aliases: ["1", "2\u{0}"])
         XCTAssertEqual(EventBounds.check(UniqueEvent(event: Self.fullEvent, purchases: [change]))?.reason,

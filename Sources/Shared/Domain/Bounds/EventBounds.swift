@@ -135,10 +135,9 @@ extension EventBounds {
         check.event(unique.event, "event")
         check.count(unique.purchases.count, "purchases", max: maxTransactions)
         for (index, change) in unique.purchases.enumerated() {
-            let path = "purchases[\(index)]"
-            check.id(change.purchaseId, "\(path).purchaseId", maxBytes: maxDerivedIdBytes)
-            check.transaction(change.transaction, path + ".transaction")
-            for (aliasIndex, alias) in change.aliases.enumerated() { check.id(alias, "\(path).aliases[\(aliasIndex)]") }
+            check.id(change.purchaseId, "purchases[\(index)].purchaseId", maxBytes: maxDerivedIdBytes)
+            check.transaction(change.transaction, "purchases[\(index)].transaction")
+            for (aliasIndex, alias) in change.aliases.enumerated() { check.id(alias, "purchases[\(index)].aliases[\(aliasIndex)]") }
         }
         return check.failure
     }
@@ -170,8 +169,9 @@ extension EventBounds {
     }
 }
 
-/// Walks a record's fields in a fixed order and keeps the first violation. Field names are
-/// autoclosures: a path like `event.transactions[0].productId` is built only for a violation.
+/// Walks a record's fields in a fixed order and keeps the first violation. Field names and the paths
+/// of nested parts are autoclosures: a path like `event.transactions[0].productId` is built only for
+/// a violation (the check runs on every record in four stages).
 private struct Checker {
     var failure: PermanentFailure?
 
@@ -213,90 +213,89 @@ private struct Checker {
         if count > max { keep(PermanentFailure("too_many_items", "\(field()) has \(count) entries, at most \(max) allowed")) }
     }
 
-    mutating func event(_ event: AppleEvent, _ path: String) {
-        id(event.eventId, "\(path).eventId", maxBytes: EventBounds.maxDerivedIdBytes)
-        text(event.environment, "\(path).environment")
-        optionalId(event.bundleId, "\(path).bundleId")
-        id(event.subscriptionKey, "\(path).subscriptionKey", maxBytes: EventBounds.maxSubscriptionKeyBytes)
-        optionalId(event.appUserId, "\(path).appUserId")
-        date(event.receivedAtMs, "\(path).receivedAtMs")
-        optionalDate(event.statedAtMs, "\(path).statedAtMs")
-        text(event.provenance, "\(path).provenance")
+    mutating func event(_ event: AppleEvent, _ path: @autoclosure () -> String) {
+        id(event.eventId, "\(path()).eventId", maxBytes: EventBounds.maxDerivedIdBytes)
+        text(event.environment, "\(path()).environment")
+        optionalId(event.bundleId, "\(path()).bundleId")
+        id(event.subscriptionKey, "\(path()).subscriptionKey", maxBytes: EventBounds.maxSubscriptionKeyBytes)
+        optionalId(event.appUserId, "\(path()).appUserId")
+        date(event.receivedAtMs, "\(path()).receivedAtMs")
+        optionalDate(event.statedAtMs, "\(path()).statedAtMs")
+        text(event.provenance, "\(path()).provenance")
         if let meta = event.notification {
-            let p = "\(path).notification"
-            text(meta.type, "\(p).type")
-            text(meta.subtype, "\(p).subtype")
-            optionalId(meta.uuid, "\(p).uuid")
-            optionalDate(meta.signedDateMs, "\(p).signedDateMs")
-            optionalId(meta.autoRenewProductId, "\(p).autoRenewProductId")
-            optionalDate(meta.autoRenewStatusChangeDateMs, "\(p).autoRenewStatusChangeDateMs")
-            number(meta.status, "\(p).status", EventBounds.enumeration)
-            optionalId(meta.originalTransactionId, "\(p).originalTransactionId")
-            optionalId(meta.webOrderLineItemId, "\(p).webOrderLineItemId")
-            optionalDate(meta.cancellationDateMs, "\(p).cancellationDateMs")
-            text(meta.cancellationReason, "\(p).cancellationReason")
-            text(meta.expirationIntent, "\(p).expirationIntent")
-            text(meta.consumptionRequestReason, "\(p).consumptionRequestReason")
+            text(meta.type, "\(path()).notification.type")
+            text(meta.subtype, "\(path()).notification.subtype")
+            optionalId(meta.uuid, "\(path()).notification.uuid")
+            optionalDate(meta.signedDateMs, "\(path()).notification.signedDateMs")
+            optionalId(meta.autoRenewProductId, "\(path()).notification.autoRenewProductId")
+            optionalDate(meta.autoRenewStatusChangeDateMs, "\(path()).notification.autoRenewStatusChangeDateMs")
+            number(meta.status, "\(path()).notification.status", EventBounds.enumeration)
+            optionalId(meta.originalTransactionId, "\(path()).notification.originalTransactionId")
+            optionalId(meta.webOrderLineItemId, "\(path()).notification.webOrderLineItemId")
+            optionalDate(meta.cancellationDateMs, "\(path()).notification.cancellationDateMs")
+            text(meta.cancellationReason, "\(path()).notification.cancellationReason")
+            text(meta.expirationIntent, "\(path()).notification.expirationIntent")
+            text(meta.consumptionRequestReason, "\(path()).notification.consumptionRequestReason")
         }
-        count(event.transactions.count, "\(path).transactions", max: EventBounds.maxTransactions)
+        count(event.transactions.count, "\(path()).transactions", max: EventBounds.maxTransactions)
         for (index, transaction) in event.transactions.enumerated() {
-            self.transaction(transaction, "\(path).transactions[\(index)]")
+            self.transaction(transaction, "\(path()).transactions[\(index)]")
         }
-        if let renewal = event.renewalInfo { self.renewal(renewal, "\(path).renewalInfo") }
+        if let renewal = event.renewalInfo { self.renewal(renewal, "\(path()).renewalInfo") }
     }
 
-    mutating func transaction(_ t: TransactionFacts, _ p: String) {
-        id(t.transactionId, "\(p).transactionId")
-        id(t.originalTransactionId, "\(p).originalTransactionId")
-        optionalId(t.webOrderLineItemId, "\(p).webOrderLineItemId")
-        id(t.productId, "\(p).productId")
-        optionalId(t.bundleId, "\(p).bundleId")
-        date(t.purchaseDateMs, "\(p).purchaseDateMs")
-        optionalDate(t.originalPurchaseDateMs, "\(p).originalPurchaseDateMs")
-        optionalDate(t.expiresDateMs, "\(p).expiresDateMs")
-        optionalDate(t.cancellationDateMs, "\(p).cancellationDateMs")
-        text(t.cancellationReason, "\(p).cancellationReason")
-        optionalId(t.promotionalOfferId, "\(p).promotionalOfferId")
-        optionalId(t.offerCodeRefName, "\(p).offerCodeRefName")
-        number(t.offerType, "\(p).offerType", EventBounds.enumeration)
-        optionalId(t.offerIdentifier, "\(p).offerIdentifier")
-        text(t.offerDiscountType, "\(p).offerDiscountType")
-        number(t.quantity, "\(p).quantity", EventBounds.quantity, kind: "quantity_out_of_range")
-        text(t.productType, "\(p).productType")
-        text(t.inAppOwnershipType, "\(p).inAppOwnershipType")
-        optionalId(t.subscriptionGroupIdentifier, "\(p).subscriptionGroupIdentifier")
-        optionalId(t.appAccountToken, "\(p).appAccountToken")
-        text(t.storefront, "\(p).storefront")
-        text(t.transactionReason, "\(p).transactionReason")
-        number(t.price, "\(p).price", EventBounds.price)
-        text(t.currency, "\(p).currency")
-        text(t.revocationType, "\(p).revocationType")
-        number(t.revocationPercentage, "\(p).revocationPercentage", EventBounds.revocationPercentage)
-        text(t.offerPeriod, "\(p).offerPeriod")
-        text(t.storefrontId, "\(p).storefrontId")
-        optionalId(t.appTransactionId, "\(p).appTransactionId")
-        text(t.billingPlanType, "\(p).billingPlanType")
+    mutating func transaction(_ t: TransactionFacts, _ p: @autoclosure () -> String) {
+        id(t.transactionId, "\(p()).transactionId")
+        id(t.originalTransactionId, "\(p()).originalTransactionId")
+        optionalId(t.webOrderLineItemId, "\(p()).webOrderLineItemId")
+        id(t.productId, "\(p()).productId")
+        optionalId(t.bundleId, "\(p()).bundleId")
+        date(t.purchaseDateMs, "\(p()).purchaseDateMs")
+        optionalDate(t.originalPurchaseDateMs, "\(p()).originalPurchaseDateMs")
+        optionalDate(t.expiresDateMs, "\(p()).expiresDateMs")
+        optionalDate(t.cancellationDateMs, "\(p()).cancellationDateMs")
+        text(t.cancellationReason, "\(p()).cancellationReason")
+        optionalId(t.promotionalOfferId, "\(p()).promotionalOfferId")
+        optionalId(t.offerCodeRefName, "\(p()).offerCodeRefName")
+        number(t.offerType, "\(p()).offerType", EventBounds.enumeration)
+        optionalId(t.offerIdentifier, "\(p()).offerIdentifier")
+        text(t.offerDiscountType, "\(p()).offerDiscountType")
+        number(t.quantity, "\(p()).quantity", EventBounds.quantity, kind: "quantity_out_of_range")
+        text(t.productType, "\(p()).productType")
+        text(t.inAppOwnershipType, "\(p()).inAppOwnershipType")
+        optionalId(t.subscriptionGroupIdentifier, "\(p()).subscriptionGroupIdentifier")
+        optionalId(t.appAccountToken, "\(p()).appAccountToken")
+        text(t.storefront, "\(p()).storefront")
+        text(t.transactionReason, "\(p()).transactionReason")
+        number(t.price, "\(p()).price", EventBounds.price)
+        text(t.currency, "\(p()).currency")
+        text(t.revocationType, "\(p()).revocationType")
+        number(t.revocationPercentage, "\(p()).revocationPercentage", EventBounds.revocationPercentage)
+        text(t.offerPeriod, "\(p()).offerPeriod")
+        text(t.storefrontId, "\(p()).storefrontId")
+        optionalId(t.appTransactionId, "\(p()).appTransactionId")
+        text(t.billingPlanType, "\(p()).billingPlanType")
         if let c = t.commitmentInfo {
-            number(c.billingPeriodNumber, "\(p).commitmentInfo.billingPeriodNumber", EventBounds.billingPeriods)
-            number(c.totalBillingPeriods, "\(p).commitmentInfo.totalBillingPeriods", EventBounds.billingPeriods)
-            optionalDate(c.commitmentExpiresDateMs, "\(p).commitmentInfo.commitmentExpiresDateMs")
-            number(c.commitmentPrice, "\(p).commitmentInfo.commitmentPrice", EventBounds.price)
+            number(c.billingPeriodNumber, "\(p()).commitmentInfo.billingPeriodNumber", EventBounds.billingPeriods)
+            number(c.totalBillingPeriods, "\(p()).commitmentInfo.totalBillingPeriods", EventBounds.billingPeriods)
+            optionalDate(c.commitmentExpiresDateMs, "\(p()).commitmentInfo.commitmentExpiresDateMs")
+            number(c.commitmentPrice, "\(p()).commitmentInfo.commitmentPrice", EventBounds.price)
         }
     }
 
-    mutating func renewal(_ r: RenewalFacts, _ p: String) {
-        id(r.originalTransactionId, "\(p).originalTransactionId")
-        optionalId(r.productId, "\(p).productId")
-        optionalId(r.autoRenewProductId, "\(p).autoRenewProductId")
-        text(r.expirationIntent, "\(p).expirationIntent")
-        optionalDate(r.gracePeriodExpiresDateMs, "\(p).gracePeriodExpiresDateMs")
-        text(r.priceIncreaseStatus, "\(p).priceIncreaseStatus")
-        optionalId(r.appAccountToken, "\(p).appAccountToken")
-        optionalDate(r.renewalDateMs, "\(p).renewalDateMs")
-        number(r.renewalPrice, "\(p).renewalPrice", EventBounds.price)
-        text(r.currency, "\(p).currency")
-        number(r.offerType, "\(p).offerType", EventBounds.enumeration)
-        optionalId(r.offerIdentifier, "\(p).offerIdentifier")
+    mutating func renewal(_ r: RenewalFacts, _ p: @autoclosure () -> String) {
+        id(r.originalTransactionId, "\(p()).originalTransactionId")
+        optionalId(r.productId, "\(p()).productId")
+        optionalId(r.autoRenewProductId, "\(p()).autoRenewProductId")
+        text(r.expirationIntent, "\(p()).expirationIntent")
+        optionalDate(r.gracePeriodExpiresDateMs, "\(p()).gracePeriodExpiresDateMs")
+        text(r.priceIncreaseStatus, "\(p()).priceIncreaseStatus")
+        optionalId(r.appAccountToken, "\(p()).appAccountToken")
+        optionalDate(r.renewalDateMs, "\(p()).renewalDateMs")
+        number(r.renewalPrice, "\(p()).renewalPrice", EventBounds.price)
+        text(r.currency, "\(p()).currency")
+        number(r.offerType, "\(p()).offerType", EventBounds.enumeration)
+        optionalId(r.offerIdentifier, "\(p()).offerIdentifier")
     }
 
     mutating func grant(_ g: PurchaseGrant) {
