@@ -147,16 +147,7 @@ public final class Supervisor: Sendable {
         if case .relay(let path) = child.stderr {
             let pipe = Pipe()
             process.standardError = pipe
-            let reader = LineReader(tail: entry.tail, sink: try StderrSink(path: path))
-            pipe.fileHandleForReading.readabilityHandler = { handle in
-                let data = handle.availableData
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                    reader.finish()
-                } else {
-                    reader.feed(data)
-                }
-            }
+            LineReader(tail: entry.tail, sink: try StderrSink(path: path)).drain(pipe.fileHandleForReading, role: child.role)
         }
         // A termination handler, not a thread in waitUntilExit (which spins on Linux).
         process.terminationHandler = { [self] ended in restartIfUnexpected(entry, ended) }
@@ -235,6 +226,30 @@ private final class LineReader: Sendable {
             return [complete]
         }
         for chunk in lines { emit(chunk) }
+    }
+
+    /// Reads `handle` to its end on a thread of its own with blocking reads, then closes it. Not a
+    /// `readabilityHandler`: tearing down its dispatch read source races libdispatch's epoll
+    /// bookkeeping on Linux and has crashed the whole process in `_dispatch_event_loop_drain`
+    /// (swift-corelibs-libdispatch issue 949) while children stopped.
+    func drain(_ handle: FileHandle, role: String) {
+        let thread = Thread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                if count > 0 {
+                    feed(Data(chunk[..<count]))
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            finish()
+            try? handle.close()
+        }
+        thread.name = "stderr-\(role)"
+        thread.start()
     }
 
     /// End of stream: a last line without a newline still counts.
