@@ -241,15 +241,8 @@ final class DevCredentialTests: XCTestCase {
         // from there, while readiness is dev's /readyz.
         let output = Pipe()
         let lines = LineCollector()
-        // Blocking reads on a thread, not a readabilityHandler (whose teardown can crash libdispatch on Linux).
         let reader = output.fileHandleForReading
-        Thread.detachNewThread {
-            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-            while true {
-                let count = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
-                if count > 0 { lines.append(Data(chunk[..<count])) } else if count < 0 && errno == EINTR { continue } else { break }
-            }
-        }
+        Thread.detachNewThread { reader.readChunksUntilEnd { lines.append($0) } }
         let dev = try DevRun(["--partitions", "4", "--catalog", catalog.path], environment: ["STORELEDGER_V1_SHARED_SECRETS": ""],
                              standardOutput: output)
         defer {

@@ -33,3 +33,23 @@ public enum Subprocess {
         return low == 0 ? (status >> 8) & 0xff : 128 + low
     }
 }
+
+extension FileHandle {
+    /// Reads to the end of stream with blocking reads, handing each chunk to `body` as it arrives. Meant
+    /// for a thread of its own. Not a `readabilityHandler`: tearing down its dispatch read source races
+    /// libdispatch's epoll bookkeeping on Linux and has crashed the whole process in
+    /// `_dispatch_event_loop_drain` (swift-corelibs-libdispatch issue 949) while children stopped.
+    public func readChunksUntilEnd(_ body: (Data) -> Void) {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fileDescriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                body(Data(chunk[..<count]))
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
+    }
+}

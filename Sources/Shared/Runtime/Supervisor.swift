@@ -228,23 +228,10 @@ private final class LineReader: Sendable {
         for chunk in lines { emit(chunk) }
     }
 
-    /// Reads `handle` to its end on a thread of its own with blocking reads, then closes it. Not a
-    /// `readabilityHandler`: tearing down its dispatch read source races libdispatch's epoll
-    /// bookkeeping on Linux and has crashed the whole process in `_dispatch_event_loop_drain`
-    /// (swift-corelibs-libdispatch issue 949) while children stopped.
+    /// Reads `handle` to its end on a thread of its own (`readChunksUntilEnd`), then closes it.
     func drain(_ handle: FileHandle, role: String) {
         let thread = Thread { [self] in
-            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-            while true {
-                let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-                if count > 0 {
-                    feed(Data(chunk[..<count]))
-                } else if count < 0 && errno == EINTR {
-                    continue
-                } else {
-                    break
-                }
-            }
+            handle.readChunksUntilEnd { feed($0) }
             finish()
             try? handle.close()
         }
