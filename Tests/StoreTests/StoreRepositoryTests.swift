@@ -229,6 +229,51 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT published_through FROM membership_relay_progress").first?.int64("published_through"), 6)
     }
 
+    /// Migration 15 on documents the previous release wrote as jsonb: they come through as json with the same
+    /// content, the finance view still reads its fields, and the previous release's jsonb writes still land.
+    func testMigrationFifteenKeepsTheDocumentsAndTheFinanceView() throws {
+        let db = try PGConnection(url: try server.createDatabase("s_\(UUID().uuidString.prefix(8).lowercased())"))
+        try Migrator.migrate(db, Schema.migrations.filter { $0.version < 15 })
+        func previousRelease(_ suffix: String) throws {
+            let (purchase, transaction, command, user) = ("p" + suffix, "t" + suffix, "c" + suffix, "u" + suffix)
+            try db.execute("""
+                INSERT INTO purchases (subscription_key, purchase_id, state)
+                VALUES ('s', \(purchase), '{"facts": {"price": 9990, "currency": "EUR", "transactionReason": "PURCHASE"}}'::jsonb)
+                """)
+            try db.execute("""
+                INSERT INTO grants (subscription_key, purchase_id, group_id, product_id, transaction_id, grant_facts, is_trial, is_intro)
+                VALUES ('s', \(purchase), 'vip', 'vip.1m', \(transaction), '{"durationDays": 30}'::jsonb, false, false)
+                """)
+            try db.execute("""
+                INSERT INTO ledger (subscription_key, kind, before_intervals, after_intervals, reason, command_id, cause)
+                VALUES ('s', 'grant', '[]'::jsonb, '[{"startMs": 1, "endMs": 2}]'::jsonb, 'r', \(command),
+                        '{"source": "notification-v2", "eventId": "e"}'::jsonb)
+                """)
+            try db.execute("""
+                INSERT INTO user_membership (user_id, group_id, intervals, view) VALUES (\(user), 'vip', '[]'::jsonb, '{"group": "vip"}'::jsonb)
+                """)
+        }
+        try previousRelease("1")
+        XCTAssertEqual(try Store.migrate(db), [15])
+
+        let types = try db.query("""
+            SELECT table_name || '.' || column_name AS c, data_type AS t FROM information_schema.columns
+            WHERE table_name IN ('ledger', 'purchases', 'grants', 'user_membership') AND data_type IN ('json', 'jsonb') ORDER BY 1
+            """).map { "\(try $0.string("c")) \(try $0.string("t"))" }
+        XCTAssertEqual(types, ["grants.grant_facts json", "ledger.after_intervals json", "ledger.before_intervals json", "ledger.cause json",
+                               "purchases.state json", "user_membership.intervals json", "user_membership.view json"])
+        try previousRelease("2")
+        let finance = try db.query("""
+            SELECT purchase_id, price_milli, currency, transaction_reason, duration_days FROM finance_transactions ORDER BY purchase_id
+            """).map { "\(try $0.string("purchase_id")) \(try $0.int64("price_milli")) \(try $0.string("currency")) " +
+                       "\(try $0.string("transaction_reason")) \(try $0.int("duration_days"))" }
+        XCTAssertEqual(finance, ["p1 9990 EUR PURCHASE 30", "p2 9990 EUR PURCHASE 30"])
+        let causes = try db.query("SELECT cause->>'source' AS s, after_intervals->0->>'endMs' AS e FROM ledger ORDER BY command_id")
+            .map { "\(try $0.string("s")) \(try $0.string("e"))" }
+        XCTAssertEqual(causes, ["notification-v2 2", "notification-v2 2"])
+        XCTAssertEqual(try db.query("SELECT count(*) AS n FROM user_membership WHERE view->>'group' = 'vip'").first?.int64("n"), 2)
+    }
+
     func testFenceClaimsBumpTheGeneration() throws {
         let db = try migratedDatabase()
         let fences = FenceStore(db)

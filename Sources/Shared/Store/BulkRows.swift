@@ -36,19 +36,21 @@ struct BulkColumn<Row>: Sendable {
         Self(name: name, element: .bytea) { row, array in array.append(bytes: value(row)) }
     }
 
-    /// A document that is already JSON (an encoded state, cause or view): copied, not re-encoded.
+    /// A document that is already JSON, into a `jsonb` column: copied, not re-encoded; the server parses
+    /// it into a tree (for documents queried field by field).
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }
     }
 
-    /// The same into a `json` column: stored as the bytes given, after the server's check.
+    /// The same into a `json` column (an encoded state, cause or view, read back whole): stored as the
+    /// bytes given, after the server's check.
     static func json(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .json) { row, array in array.append(json: value(row)) }
     }
 }
 
 /// A batch of rows as one binary array parameter per column, `unnest`ed together: one round trip,
-/// and nothing is escaped here or parsed there but the jsonb columns' own documents (issue 14: a
+/// and nothing is escaped here or parsed there but the JSON columns' own documents (issue 14: a
 /// single `jsonb_to_recordset` document cost PostgreSQL a parse of the whole batch, then a lookup
 /// and a conversion per field). The record set's fields are named by position (`c0`, `c1`...).
 struct BulkRows<Row: BulkRow> {

@@ -34,7 +34,7 @@ public struct DedupeStore {
         static let columns: [BulkColumn<Self>] = [
             .text("subscription_key") { $0.subscriptionKey },
             .text("purchase_id") { $0.purchase.purchaseId },
-            .jsonb("state") { $0.state },
+            .json("state") { $0.state },
         ]
     }
 

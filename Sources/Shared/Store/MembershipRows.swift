@@ -63,14 +63,14 @@ public struct LedgerRow: BulkRow {
         .bigint("interval_start_ms") { $0.entry.interval?.startMs },
         .bigint("interval_end_ms") { $0.entry.interval?.endMs },
         .integer("amount") { $0.entry.amount },
-        .jsonb("before_intervals") { intervalsJSON($0.entry.before) },
-        .jsonb("after_intervals") { intervalsJSON($0.entry.after) },
+        .json("before_intervals") { intervalsJSON($0.entry.before) },
+        .json("after_intervals") { intervalsJSON($0.entry.after) },
         // The column is `integer`; the state keeps the exact balance (docs/limits.md).
         .integer("balance_after") { $0.entry.balanceAfter.map { Int(Int32(clamping: $0)) } },
         .text("cut_kind") { $0.entry.cutKind?.rawValue },
         .text("reason") { $0.entry.reason },
         .text("command_id") { $0.entry.commandId },
-        .jsonb("cause") { $0.cause },
+        .json("cause") { $0.cause },
         .text("user_id") { $0.entry.userId },
         .text("environment") { $0.entry.environment },
         .bytea("change_key") { $0.changeKey },
@@ -162,7 +162,7 @@ public struct GrantRow: BulkRow {
         .bigint("granted_end_ms") { $0.granted?.endMs },
         // The grant as the state keeps it (`state->'grants'->purchase_id`), written here rather than
         // read back from the state just saved: that read decompressed the whole state once per grant.
-        .jsonb("grant_facts") { $0.grant.json },
+        .json("grant_facts") { $0.grant.json },
     ]
 }
 
@@ -181,8 +181,8 @@ public struct UserMembershipRow: BulkRow {
     static let columns: [BulkColumn<Self>] = [
         .text("user_id") { $0.userId },
         .text("group_id") { $0.membership.group },
-        .jsonb("intervals") { intervalsJSON($0.membership.intervals) },
+        .json("intervals") { intervalsJSON($0.membership.intervals) },
         .bigint("expires_ms") { $0.membership.expiresMs },
-        .jsonb("view") { $0.view },
+        .json("view") { $0.view },
     ]
 }
