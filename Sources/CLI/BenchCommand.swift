@@ -9,7 +9,7 @@ struct BenchCommand: CLICommand {
     let summary = "Run a benchmark suite: decode | sign | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
     let usage = "decode|sign|pipeline|e2e|scale|replay|all [suite options]"
     let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs"]
-    let flagNames: Set<String> = ["json", "quick", "one-stack"]
+    let flagNames: Set<String> = ["json", "quick", "one-stack", "interleaved"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }

@@ -51,7 +51,7 @@ final class SimulationOracleTests: XCTestCase {
             !affected.contains(user) && sim.store.read { Oracle.expectation(for: $0.users[user]!, in: $0).groups["vip"] != nil }
         })
         let database = try sim.cluster.database()
-        _ = try database.execute("UPDATE user_membership SET view = jsonb_set(view::jsonb, '{intervals}', '[]'::jsonb) WHERE user_id = \(victim) AND group_id = 'vip'")
+        _ = try database.execute("UPDATE user_membership SET view = jsonb_set(view, '{intervals}', '[]'::jsonb) WHERE user_id = \(victim) AND group_id = 'vip'")
         let again = run.settle(users: run.users.filter { !affected.contains($0) }, timeout: 3)
         XCTAssertEqual(Set(again.map(\.userId)), [victim])
         XCTAssertEqual(again.first?.group, "vip")

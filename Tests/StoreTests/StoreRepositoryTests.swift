@@ -229,8 +229,9 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try db.query("SELECT published_through FROM membership_relay_progress").first?.int64("published_through"), 6)
     }
 
-    /// Migration 15 on documents the previous release wrote as jsonb: they come through as json with the same
-    /// content, the finance view still reads its fields, and the previous release's jsonb writes still land.
+    /// Migration 15 on documents the previous release wrote as jsonb: purchases and grant facts come through as
+    /// json with the same content, the ledger's and views' documents stay jsonb, the finance view still reads
+    /// its fields, and the previous release's jsonb writes still land.
     func testMigrationFifteenKeepsTheDocumentsAndTheFinanceView() throws {
         let db = try PGConnection(url: try server.createDatabase("s_\(UUID().uuidString.prefix(8).lowercased())"))
         try Migrator.migrate(db, Schema.migrations.filter { $0.version < 15 })
@@ -260,8 +261,8 @@ final class StoreRepositoryTests: PGTestCase {
             SELECT table_name || '.' || column_name AS c, data_type AS t FROM information_schema.columns
             WHERE table_name IN ('ledger', 'purchases', 'grants', 'user_membership') AND data_type IN ('json', 'jsonb') ORDER BY 1
             """).map { "\(try $0.string("c")) \(try $0.string("t"))" }
-        XCTAssertEqual(types, ["grants.grant_facts json", "ledger.after_intervals json", "ledger.before_intervals json", "ledger.cause json",
-                               "purchases.state json", "user_membership.intervals json", "user_membership.view json"])
+        XCTAssertEqual(types, ["grants.grant_facts json", "ledger.after_intervals jsonb", "ledger.before_intervals jsonb", "ledger.cause jsonb",
+                               "purchases.state json", "user_membership.intervals jsonb", "user_membership.view jsonb"])
         try previousRelease("2")
         let finance = try db.query("""
             SELECT purchase_id, price_milli, currency, transaction_reason, duration_days FROM finance_transactions ORDER BY purchase_id

@@ -37,13 +37,13 @@ struct BulkColumn<Row>: Sendable {
     }
 
     /// A document that is already JSON, into a `jsonb` column: copied, not re-encoded; the server parses
-    /// it into a tree (for documents queried field by field).
+    /// it into a tree (the ledger's and the views' documents, which SQL compares, groups and edits).
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }
     }
 
-    /// The same into a `json` column (an encoded state, cause or view, read back whole): stored as the
-    /// bytes given, after the server's check.
+    /// The same into a `json` column (a state, purchase or grant, written and read back whole): stored
+    /// as the bytes given, after the server's check.
     static func json(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
         Self(name: name, element: .json) { row, array in array.append(json: value(row)) }
     }

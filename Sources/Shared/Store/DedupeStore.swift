@@ -47,7 +47,7 @@ public struct DedupeStore {
             ORDER BY subscription_key, purchase_id
             """) {
             known[try row.string("subscription_key"), default: []].append(
-                try decoder.decode(KnownPurchase.self, from: Data(try row.string("state").utf8)))
+                try storedDocument(try row.string("state"), fallback: decoder))
         }
         return known
     }

@@ -71,5 +71,13 @@ public struct LedgerLine: Encodable, Sendable {
 /// `state` columns hold a `SubscriptionState` as JSON; every reader decodes them the same way.
 func subscriptionStates(_ rows: PGRows) throws -> [SubscriptionState] {
     let decoder = JSONDecoder()
-    return try rows.map { try decoder.decode(SubscriptionState.self, from: Data(try $0.string("state").utf8)) }
+    return try rows.map { try storedDocument(try $0.string("state"), fallback: decoder) }
+}
+
+/// A stored document read directly (`StoredJSONReader`), or by `decoder` when the reader declines it:
+/// the same value either way, and the decoder's error when neither can read it.
+func storedDocument<T: StoredJSONDocument>(_ text: String, fallback decoder: JSONDecoder) throws -> T {
+    var text = text
+    if let value = text.withUTF8({ StoredJSONReader.document($0, T.read) }) { return value }
+    return try decoder.decode(T.self, from: Data(text.utf8))
 }

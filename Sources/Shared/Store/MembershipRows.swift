@@ -63,14 +63,14 @@ public struct LedgerRow: BulkRow {
         .bigint("interval_start_ms") { $0.entry.interval?.startMs },
         .bigint("interval_end_ms") { $0.entry.interval?.endMs },
         .integer("amount") { $0.entry.amount },
-        .json("before_intervals") { intervalsJSON($0.entry.before) },
-        .json("after_intervals") { intervalsJSON($0.entry.after) },
+        .jsonb("before_intervals") { intervalsJSON($0.entry.before) },
+        .jsonb("after_intervals") { intervalsJSON($0.entry.after) },
         // The column is `integer`; the state keeps the exact balance (docs/limits.md).
         .integer("balance_after") { $0.entry.balanceAfter.map { Int(Int32(clamping: $0)) } },
         .text("cut_kind") { $0.entry.cutKind?.rawValue },
         .text("reason") { $0.entry.reason },
         .text("command_id") { $0.entry.commandId },
-        .json("cause") { $0.cause },
+        .jsonb("cause") { $0.cause },
         .text("user_id") { $0.entry.userId },
         .text("environment") { $0.entry.environment },
         .bytea("change_key") { $0.changeKey },
@@ -181,8 +181,8 @@ public struct UserMembershipRow: BulkRow {
     static let columns: [BulkColumn<Self>] = [
         .text("user_id") { $0.userId },
         .text("group_id") { $0.membership.group },
-        .json("intervals") { intervalsJSON($0.membership.intervals) },
+        .jsonb("intervals") { intervalsJSON($0.membership.intervals) },
         .bigint("expires_ms") { $0.membership.expiresMs },
-        .json("view") { $0.view },
+        .jsonb("view") { $0.view },
     ]
 }

@@ -20,6 +20,10 @@ import Synchronization
 /// storefront change): SUBSCRIBED, three DID_RENEW and a
 /// REFUND in the last period. Every event causes exactly one ledger entry, plus one link per
 /// subscription, so the run is complete when the ledger holds events + subscriptions entries.
+/// By default a subscription's five events follow each other in the topic, so one batch folds them
+/// all from nothing; `--interleaved` writes every subscription's first event, then every second one,
+/// and so on, so each batch loads what the earlier events left in PostgreSQL (purchases, states), as
+/// the renewals of existing subscriptions do in production.
 public enum PipelineBench {
     static let perSubscription = 5
 
@@ -61,7 +65,8 @@ public enum PipelineBench {
         var fill = kafka
         fill.linger = .milliseconds(20)
         let fillStarted = ContinuousClock.now
-        let bytes = try prefill(kafka: fill, run: run, subscriptions: subscriptions)
+        let interleaved = arguments.has("interleaved")
+        let bytes = try prefill(kafka: fill, run: run, subscriptions: subscriptions, interleaved: interleaved)
         let fillTime = ContinuousClock.now - fillStarted
         logger.info("prefilled", ["events": .of(total), "bytes": .of(bytes)])
 
@@ -129,6 +134,7 @@ public enum PipelineBench {
             ("decoded_megabytes", Double(bytes) / 1_048_576),
             ("max_batch", Double(batch)),
             ("members_per_stage", Double(members)),
+            ("interleaved", interleaved ? 1 : 0),
             ("cpu_seconds_bench_process", cpu.process),
             ("cpu_seconds_postgres", cpu.postgres),
             ("cpu_microseconds_per_event", (cpu.process + cpu.postgres) / Double(total) * 1e6),
@@ -152,52 +158,57 @@ public enum PipelineBench {
         ])
 
     /// Writes the decoded events, keyed by subscription like the decode stage does; returns the bytes written.
-    static func prefill(kafka: KafkaConfig, run: String, subscriptions: Int) throws -> Int {
+    static func prefill(kafka: KafkaConfig, run: String, subscriptions: Int, interleaved: Bool = false) throws -> Int {
         let producer = try KafkaProducer(config: kafka)
         defer { producer.close() }
         let failed = Mutex<KafkaError?>(nil)
         var bytes = 0
-        let t0: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
-        for index in 0..<subscriptions {
-            let otid = "\(run)-\(index)"
-            // One user per subscription, except every tenth subscription, which belongs to the user of the
-            // one before it (a storefront change, S10): the per-user projection spans two subscriptions.
-            let user = "bench-\(run)-\(index % 10 == 9 ? index - 1 : index)"
-            for step in 0..<perSubscription {
-                let start = t0 + Int64(index % 1_000) * 60_000 + Int64(min(step, perSubscription - 2)) * month
-                var transaction = TransactionFacts(
-                    transactionId: "\(otid)-\(min(step, perSubscription - 2))", originalTransactionId: otid,
-                    webOrderLineItemId: "\(otid)-w\(min(step, perSubscription - 2))", productId: "vip.standard.1m",
-                    bundleId: "com.example.bench", purchaseDateMs: start, originalPurchaseDateMs: t0, expiresDateMs: start + month,
-                    quantity: 1, productType: "Auto-Renewable Subscription", inAppOwnershipType: "PURCHASED",
-                    appAccountToken: user, storefront: "USA", transactionReason: step == 0 ? "PURCHASE" : "RENEWAL",
-                    price: 9_990, currency: "USD")
-                let type: String
-                switch step {
-                case 0: type = "SUBSCRIBED"
-                case perSubscription - 1:
-                    type = "REFUND"
-                    transaction.cancellationDateMs = start + month / 2
-                    transaction.cancellationReason = "0"
-                default: type = "DID_RENEW"
-                }
-                let uuid = "\(otid)-n\(step)"
-                let event = AppleEvent(
-                    eventId: "v2:\(uuid)", source: .notificationV2, environment: "Sandbox", bundleId: "com.example.bench",
-                    subscriptionKey: otid,
-                    notification: NotificationMeta(type: type, subtype: step == 0 ? "INITIAL_BUY" : nil, uuid: uuid,
-                                                   signedDateMs: start + (step == perSubscription - 1 ? month / 2 : 0)),
-                    transactions: [transaction], receivedAtMs: currentTimeMs())
-                let value = TopicRecords.encode(event)
-                bytes += value.count
-                producer.send(topic: Topic.decoded, key: Array(otid.utf8), value: value) { result in
-                    if case .failure(let error) = result { failed.withLock { $0 = $0 ?? error } }
-                }
+        let order = interleaved
+            ? (0..<perSubscription).flatMap { step in (0..<subscriptions).map { (index: $0, step: step) } }
+            : (0..<subscriptions).flatMap { index in (0..<perSubscription).map { (index: index, step: $0) } }
+        for (index, step) in order {
+            let value = TopicRecords.encode(event(run: run, subscription: index, step: step))
+            bytes += value.count
+            producer.send(topic: Topic.decoded, key: Array("\(run)-\(index)".utf8), value: value) { result in
+                if case .failure(let error) = result { failed.withLock { $0 = $0 ?? error } }
             }
         }
         try producer.flush(timeout: .seconds(120))
         if let error = failed.withLock({ $0 }) { throw error }
         return bytes
+    }
+
+    /// The `step`th event of subscription `index`.
+    static func event(run: String, subscription index: Int, step: Int) -> AppleEvent {
+        let t0: Int64 = 1_709_251_200_000, month: Int64 = 2_592_000_000
+        let otid = "\(run)-\(index)"
+        // One user per subscription, except every tenth subscription, which belongs to the user of the
+        // one before it (a storefront change, S10): the per-user projection spans two subscriptions.
+        let user = "bench-\(run)-\(index % 10 == 9 ? index - 1 : index)"
+        let start = t0 + Int64(index % 1_000) * 60_000 + Int64(min(step, perSubscription - 2)) * month
+        var transaction = TransactionFacts(
+            transactionId: "\(otid)-\(min(step, perSubscription - 2))", originalTransactionId: otid,
+            webOrderLineItemId: "\(otid)-w\(min(step, perSubscription - 2))", productId: "vip.standard.1m",
+            bundleId: "com.example.bench", purchaseDateMs: start, originalPurchaseDateMs: t0, expiresDateMs: start + month,
+            quantity: 1, productType: "Auto-Renewable Subscription", inAppOwnershipType: "PURCHASED",
+            appAccountToken: user, storefront: "USA", transactionReason: step == 0 ? "PURCHASE" : "RENEWAL",
+            price: 9_990, currency: "USD")
+        let type: String
+        switch step {
+        case 0: type = "SUBSCRIBED"
+        case perSubscription - 1:
+            type = "REFUND"
+            transaction.cancellationDateMs = start + month / 2
+            transaction.cancellationReason = "0"
+        default: type = "DID_RENEW"
+        }
+        let uuid = "\(otid)-n\(step)"
+        return AppleEvent(
+            eventId: "v2:\(uuid)", source: .notificationV2, environment: "Sandbox", bundleId: "com.example.bench",
+            subscriptionKey: otid,
+            notification: NotificationMeta(type: type, subtype: step == 0 ? "INITIAL_BUY" : nil, uuid: uuid,
+                                           signedDateMs: start + (step == perSubscription - 1 ? month / 2 : 0)),
+            transactions: [transaction], receivedAtMs: currentTimeMs())
     }
 
     static func ledgerCount(_ db: PGConnection) throws -> Int {

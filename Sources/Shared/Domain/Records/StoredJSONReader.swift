@@ -1,0 +1,275 @@
+/// Reads back the JSON documents StoreLedger stores and loads per event (`subscriptions.state`,
+/// `purchases.state`, written by `StateJSON`) without Foundation: JSONDecoder spent ~120 µs on each
+/// 3 kB state, more than the whole fold of the event that loaded it.
+///
+/// Strict by design: objects, arrays, strings, integers, booleans and null, with any whitespace
+/// between them (rows written while the columns were jsonb print as `{"a": 1}`). A fraction, an
+/// exponent, a lone surrogate, invalid UTF-8, nesting deeper than `maxDepth`, a missing member or a
+/// value of another type makes the reader decline (`Decline`), and the caller hands the document to
+/// JSONDecoder, which decides. A document the reader accepts reads as JSONDecoder reads it
+/// (`StoredJSONReaderTests` compares the two).
+public struct StoredJSONReader {
+    /// Not read here: JSONDecoder decides.
+    public struct Decline: Error {}
+
+    static let maxDepth = 32
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    private var depth = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// The whole of `utf8` read by `read`, or nil when the reader declines or bytes are left over.
+    public static func document<T>(_ utf8: UnsafeBufferPointer<UInt8>, _ read: (inout StoredJSONReader) throws -> T) -> T? {
+        var reader = StoredJSONReader(utf8)
+        guard let value = try? read(&reader) else { return nil }
+        reader.skipWhitespace()
+        return reader.index == utf8.count ? value : nil
+    }
+
+    // MARK: structure
+
+    /// Calls `member` with each member's name; it reads the value, or skips it (`skipValue`).
+    public mutating func object(_ member: (inout StoredJSONReader, String) throws -> Void) throws {
+        try open(UInt8(ascii: "{"))
+        if try consume(UInt8(ascii: "}")) { return close() }
+        repeat {
+            let name = try string()
+            try expect(UInt8(ascii: ":"))
+            try member(&self, name)
+        } while try separator(closing: UInt8(ascii: "}"))
+        close()
+    }
+
+    public mutating func array(_ element: (inout StoredJSONReader) throws -> Void) throws {
+        try open(UInt8(ascii: "["))
+        if try consume(UInt8(ascii: "]")) { return close() }
+        repeat { try element(&self) } while try separator(closing: UInt8(ascii: "]"))
+        close()
+    }
+
+    /// An object of `T` by member name (a Swift dictionary, as JSONDecoder makes one).
+    public mutating func dictionary<T>(_ value: (inout StoredJSONReader) throws -> T) throws -> [String: T] {
+        var result: [String: T] = [:]
+        // A name twice: which one JSONDecoder keeps is its business.
+        try object { reader, name in if result.updateValue(try value(&reader), forKey: name) != nil { throw Decline() } }
+        return result
+    }
+
+    public mutating func list<T>(_ element: (inout StoredJSONReader) throws -> T) throws -> [T] {
+        var result: [T] = []
+        try array { result.append(try element(&$0)) }
+        return result
+    }
+
+    /// nil for `null`, as `decodeIfPresent` reads it; otherwise the value.
+    public mutating func optional<T>(_ value: (inout StoredJSONReader) throws -> T) throws -> T? {
+        skipWhitespace()
+        if index + 4 <= bytes.count, bytes[index] == UInt8(ascii: "n") {
+            try literal("null")
+            return nil
+        }
+        return try value(&self)
+    }
+
+    /// Any value, read and dropped (a member this reader does not know: JSONDecoder ignores those too).
+    public mutating func skipValue() throws {
+        skipWhitespace()
+        guard index < bytes.count else { throw Decline() }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): try object { reader, _ in try reader.skipValue() }
+        case UInt8(ascii: "["): try array { try $0.skipValue() }
+        case UInt8(ascii: "\""): _ = try string()
+        case UInt8(ascii: "t"): try literal("true")
+        case UInt8(ascii: "f"): try literal("false")
+        case UInt8(ascii: "n"): try literal("null")
+        default: _ = try int64()
+        }
+    }
+
+    // MARK: scalars
+
+    public mutating func bool() throws -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw Decline() }
+        if bytes[index] == UInt8(ascii: "t") {
+            try literal("true")
+            return true
+        }
+        try literal("false")
+        return false
+    }
+
+    /// An integer in JSON's grammar (no leading zeros) that fits 64 bits; a fraction or exponent declines.
+    public mutating func int64() throws -> Int64 {
+        skipWhitespace()
+        let negative = index < bytes.count && bytes[index] == UInt8(ascii: "-")
+        if negative { index += 1 }
+        let start = index
+        var value: Int64 = 0   // accumulated negative, so that Int64.min fits
+        while index < bytes.count, bytes[index] &- UInt8(ascii: "0") < 10 {
+            let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = shifted.subtractingReportingOverflow(Int64(bytes[index] &- UInt8(ascii: "0")))
+            guard !overflow, !overflow2 else { throw Decline() }
+            value = next
+            index += 1
+        }
+        let digits = index - start
+        guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { throw Decline() }
+        if index < bytes.count {
+            let next = bytes[index]
+            guard next != UInt8(ascii: "."), next != UInt8(ascii: "e"), next != UInt8(ascii: "E") else { throw Decline() }
+        }
+        if negative { return value }
+        guard value != Int64.min else { throw Decline() }
+        return -value
+    }
+
+    public mutating func int() throws -> Int { Int(try int64()) }
+
+    public mutating func int32() throws -> Int32 {
+        guard let value = Int32(exactly: try int64()) else { throw Decline() }
+        return value
+    }
+
+    /// A string; escapes decoded as JSON defines them, the result valid UTF-8 or a decline.
+    public mutating func string() throws -> String {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                return try Self.validated(UnsafeBufferPointer(rebasing: bytes[start..<index - 1]))
+            }
+            if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
+            guard byte >= 0x20 else { throw Decline() }
+            index += 1
+        }
+        throw Decline()
+    }
+
+    /// A `RawRepresentable` string (an enum): a raw value it does not know declines, as JSONDecoder throws.
+    public mutating func raw<T: RawRepresentable>(_ type: T.Type) throws -> T where T.RawValue == String {
+        guard let value = T(rawValue: try string()) else { throw Decline() }
+        return value
+    }
+
+    // MARK: pieces
+
+    private mutating func escapedString(from start: Int) throws -> String {
+        var utf8 = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""): return try utf8.withUnsafeBufferPointer { try Self.validated($0) }
+            case UInt8(ascii: "\\"): try appendEscape(to: &utf8)
+            case ..<0x20: throw Decline()
+            default: utf8.append(byte)
+            }
+        }
+        throw Decline()
+    }
+
+    private mutating func appendEscape(to utf8: inout [UInt8]) throws {
+        guard index < bytes.count else { throw Decline() }
+        let letter = bytes[index]
+        index += 1
+        switch letter {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(letter)
+        case UInt8(ascii: "b"): utf8.append(0x08)
+        case UInt8(ascii: "f"): utf8.append(0x0C)
+        case UInt8(ascii: "n"): utf8.append(0x0A)
+        case UInt8(ascii: "r"): utf8.append(0x0D)
+        case UInt8(ascii: "t"): utf8.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = UInt32(try hex4())
+            if (0xD800..<0xDC00).contains(scalar) {
+                // A high surrogate needs its low half next; anything else declines.
+                try expectRaw(UInt8(ascii: "\\"))
+                try expectRaw(UInt8(ascii: "u"))
+                let low = UInt32(try hex4())
+                guard (0xDC00..<0xE000).contains(low) else { throw Decline() }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            }
+            guard let unicode = Unicode.Scalar(scalar) else { throw Decline() }
+            utf8.append(contentsOf: UTF8.encode(unicode)!)
+        default: throw Decline()
+        }
+    }
+
+    private mutating func hex4() throws -> UInt16 {
+        guard index + 4 <= bytes.count else { throw Decline() }
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw Decline()
+            }
+            value = value << 4 | UInt16(digit)
+            index += 1
+        }
+        return value
+    }
+
+    private static func validated(_ utf8: UnsafeBufferPointer<UInt8>) throws -> String {
+        guard let text = String(validating: utf8, as: UTF8.self) else { throw Decline() }
+        return text
+    }
+
+    private mutating func literal(_ word: StaticString) throws {
+        skipWhitespace()
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw Decline() }
+        for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { throw Decline() }
+        index += count
+    }
+
+    private mutating func open(_ bracket: UInt8) throws {
+        guard depth < Self.maxDepth else { throw Decline() }
+        try expect(bracket)
+        depth += 1
+    }
+
+    private mutating func close() { depth -= 1 }
+
+    /// After a member or element: true at a comma, false at the closing bracket.
+    private mutating func separator(closing: UInt8) throws -> Bool {
+        if try consume(UInt8(ascii: ",")) { return true }
+        try expect(closing)
+        return false
+    }
+
+    private mutating func consume(_ byte: UInt8) throws -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw Decline() }
+        guard bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    private mutating func expect(_ byte: UInt8) throws {
+        guard try consume(byte) else { throw Decline() }
+    }
+
+    /// `byte` right here, no whitespace before it (inside a string).
+    private mutating func expectRaw(_ byte: UInt8) throws {
+        guard index < bytes.count, bytes[index] == byte else { throw Decline() }
+        index += 1
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+}

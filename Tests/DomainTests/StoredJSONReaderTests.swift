@@ -1,0 +1,151 @@
+@testable import Domain
+import Foundation
+import TestSupport
+import XCTest
+
+/// `StoredJSONReader` reads the stored states and purchases back without Foundation. What it accepts
+/// must read exactly as JSONDecoder reads it; what it does not know it declines (nil), and the store
+/// hands that to JSONDecoder. Our own documents, in every layout they are stored in, must never decline.
+final class StoredJSONReaderTests: XCTestCase {
+    func testOwnDocumentsInEveryStoredLayoutReadAsJSONDecoderReadsThem() throws {
+        let (states, purchases) = Self.documents()
+        XCTAssertGreaterThan(states.count, 5)
+        XCTAssertGreaterThan(purchases.count, 5)
+        for state in states {
+            for layout in try Self.layouts(state.json, state) {
+                let read = try XCTUnwrap(Self.read(SubscriptionState.self, layout), String(decoding: layout, as: UTF8.self))
+                XCTAssertEqual(read, try JSONDecoder().decode(SubscriptionState.self, from: Data(layout)))
+                XCTAssertEqual(read, state)
+            }
+        }
+        for purchase in purchases {
+            for layout in try Self.layouts(purchase.json, purchase) {
+                let read = try XCTUnwrap(Self.read(KnownPurchase.self, layout), String(decoding: layout, as: UTF8.self))
+                XCTAssertEqual(read, try JSONDecoder().decode(KnownPurchase.self, from: Data(layout)))
+                XCTAssertEqual(read, purchase)
+            }
+        }
+    }
+
+    func testEscapesNumbersNullsAndUnknownMembersReadAsJSONDecoderReadsThem() throws {
+        let documents = [
+            #"{"subscriptionKey":"a\"b\\c\/d\b\f\n\r\t\u00e9\u20AC\ud83d\ude00","userId":null,"grants":null,"claims":{"x|y":-9223372036854775808,"z":9223372036854775807}}"#,
+            #"{"future":{"nested":[1,-2,{"a":[true,false,null,"s"]}],"empty":{}},"subscriptionKey":"s","credited":{"p":-0},"recordedCommands":[]}"#,
+            #" { "subscriptionKey" : "s" , "renewal" : { "asOfMs" : 5 , "pendingChange" : null } , "graceEnds" : { "vip" : [ 1 , 2 ] } } "#,
+            #"{"subscriptionKey":"\u0073","factPositions":{"p":{"topic":"t","partition":2147483647,"offset":0}}}"#,
+        ]
+        for document in documents {
+            let bytes = Array(document.utf8)
+            let read = try XCTUnwrap(Self.read(SubscriptionState.self, bytes), document)
+            XCTAssertEqual(read, try JSONDecoder().decode(SubscriptionState.self, from: Data(bytes)), document)
+        }
+        let escaped = try XCTUnwrap(Self.read(SubscriptionState.self, Array(documents[0].utf8)))
+        XCTAssertEqual(escaped.subscriptionKey, "a\"b\\c/d\u{8}\u{c}\n\r\té€😀")
+        XCTAssertEqual(escaped.claims["x|y"], Int64.min)
+    }
+
+    /// Each declines; JSONDecoder then reads it or refuses it as it always did.
+    func testWhatItDoesNotReadItDeclines() {
+        let declined = [
+            #"{"subscriptionKey":"s","credited":{"p":1.0}}"#,          // a fraction
+            #"{"subscriptionKey":"s","credited":{"p":1e3}}"#,          // an exponent
+            #"{"subscriptionKey":"s","credited":{"p":01}}"#,           // a leading zero
+            #"{"subscriptionKey":"s","claims":{"p":9223372036854775808}}"#,
+            #"{"subscriptionKey":"\ud83d"}"#,                           // a lone surrogate
+            #"{"subscriptionKey":"\ud83d\u0041"}"#,
+            #"{"subscriptionKey":"\x"}"#,
+            #"{"subscriptionKey":"s","credited":{"p":1,"p":2}}"#,      // a name twice
+            #"{"subscriptionKey":"s","grants":{"p":{"purchaseId":"p","transactionId":"t","originalTransactionId":"o","productId":"x","productKind":"gift","group":"g","startMs":1,"finance":{"isTrial":false,"isIntro":false}}}}"#,
+            #"{"subscriptionKey":"s","grants":{"p":{"purchaseId":"p","transactionId":"t","originalTransactionId":"o","productId":"x","productKind":"consumable","group":"g","startMs":1}}}"#,
+            #"{"userId":"u"}"#,                                         // the key missing
+            #"{"subscriptionKey":null}"#,
+            #"{"subscriptionKey":1}"#,
+            #"{"subscriptionKey":"s","factPositions":{"p":{"topic":"t","partition":2147483648,"offset":0}}}"#,
+            #"{"subscriptionKey":"s"} x"#,
+            #"{"subscriptionKey":"s",}"#,
+            #"[{"subscriptionKey":"s"}]"#,
+            "{\"subscriptionKey\":\"a\u{1}\"}",
+            #"{"subscriptionKey":"s","x":"# + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}",
+        ]
+        for document in declined {
+            XCTAssertNil(Self.read(SubscriptionState.self, Array(document.utf8)), document)
+        }
+        XCTAssertNil(Self.read(SubscriptionState.self, [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]), "invalid UTF-8")
+    }
+
+    /// Every prefix and thousands of byte mutations of real documents: whatever the reader accepts,
+    /// JSONDecoder accepts and reads the same; nothing traps.
+    func testAcceptedMutationsAgreeWithJSONDecoder() throws {
+        let (states, purchases) = Self.documents()
+        var generator = SplitMix64(seed: 0x5107_ED)
+        var accepted = 0
+        func check<T: StoredJSONDocument & Equatable>(_ type: T.Type, _ original: [UInt8]) {
+            for cut in stride(from: 0, to: original.count, by: 7) {
+                XCTAssertNil(Self.read(T.self, Array(original[..<cut])), "a prefix of \(original.count) bytes cut at \(cut)")
+            }
+            let alphabet = Array(#"{}[]",:0123456789-.eE \nntrufalsx\u"#.utf8) + [0x00, 0x80, 0xC3, 0xFF]
+            for _ in 0..<400 {
+                var bytes = original
+                for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                    let at = Int.random(in: 0..<bytes.count, using: &generator)
+                    switch Int.random(in: 0..<3, using: &generator) {
+                    case 0: bytes[at] = alphabet.randomElement(using: &generator)!
+                    case 1: bytes.remove(at: at)
+                    default: bytes.insert(alphabet.randomElement(using: &generator)!, at: at)
+                    }
+                }
+                guard let read = Self.read(T.self, bytes) else { continue }
+                accepted += 1
+                XCTAssertEqual(read, try? JSONDecoder().decode(T.self, from: Data(bytes)), String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        for state in states.prefix(4) { check(SubscriptionState.self, state.json) }
+        for purchase in purchases.prefix(4) { check(KnownPurchase.self, purchase.json) }
+        XCTAssertGreaterThan(accepted, 100, "mutations of whitespace and values inside strings stay readable")
+    }
+
+    // MARK: documents
+
+    private static func read<T: StoredJSONDocument>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
+        bytes.withUnsafeBufferPointer { StoredJSONReader.document($0, T.read) }
+    }
+
+    /// States folded from the scenario set (purchases, renewals, refunds, switches, grace periods, links)
+    /// and the hand-made full and empty ones; the purchases dedupe kept on the way.
+    private static func documents() -> (states: [SubscriptionState], purchases: [KnownPurchase]) {
+        var transcript = Transcript()
+        for event in ScenarioSet.events(prefix: "r") { transcript.feed(event) }
+        let states = Array(transcript.book.subscriptions.values) + [StateJSONTests.state(full: true), StateJSONTests.state(full: false),
+                                                                      SubscriptionState(subscriptionKey: "empty")]
+        let purchases = transcript.known.values.flatMap { $0 } + [
+            KnownPurchase(purchaseId: "p|1", facts: StateJSONTests.facts(full: true), aliases: ["t-2", "t-1"], cancellationStatedAtMs: 9),
+            KnownPurchase(purchaseId: "p", facts: StateJSONTests.facts(full: false), aliases: []),
+        ]
+        return (states, purchases)
+    }
+
+    /// Our writer's bytes, JSONEncoder's (its own member order), PostgreSQL's jsonb print (`{"a": 1, "b": 2}`,
+    /// how rows written before migration 15 read back) and a pretty print.
+    private static func layouts<T: Encodable>(_ own: [UInt8], _ value: T) throws -> [[UInt8]] {
+        let pretty = JSONEncoder()
+        pretty.outputFormatting = [.prettyPrinted]
+        return [own, Array(try JSONEncoder().encode(value)), jsonbPrint(own), Array(try pretty.encode(value))]
+    }
+
+    private static func jsonbPrint(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            out.append(byte)
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            } else if byte == UInt8(ascii: ":") || byte == UInt8(ascii: ",") {
+                out.append(UInt8(ascii: " "))
+            }
+        }
+        return out
+    }
+}
