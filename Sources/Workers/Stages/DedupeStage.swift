@@ -40,7 +40,7 @@ public struct DedupeStage: StageLogic {
         let keys = Array(Set(events.map(\.1.subscriptionKey))).sorted()
         let store = DedupeStore(database)
         var known = try store.purchases(of: keys)
-        var seen = try store.seen(of: keys, eventKeys: Array(Set(events.map { seenKey(of: $0.1) })))
+        var seen = try store.seen(Array(Set(events.map { SeenEvent(subscriptionKey: $0.1.subscriptionKey, eventKey: seenKey(of: $0.1)) })))
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
