@@ -44,6 +44,22 @@ final class StoredJSONReaderTests: XCTestCase {
         XCTAssertEqual(escaped.claims["x|y"], Int64.min)
     }
 
+    /// Strings are skipped eight bytes at a time until a quote, escape, control or non-ASCII byte: each of
+    /// those at every offset of every length up to 40 reads as JSONDecoder reads it.
+    func testStringsWithSpecialBytesAtEveryWordOffset() throws {
+        let specials = [#"\""#, #"\\"#, #"\n"#, #"\u0001"#, "é", "😀", #"\ud83d\ude00"#, "\u{7F}"]
+        for length in 0...40 {
+            for offset in 0...length {
+                for special in specials {
+                    let text = String(repeating: "a", count: offset) + special + String(repeating: "b", count: length - offset)
+                    let document = Array(#"{"subscriptionKey":"\#(text)"}"#.utf8)
+                    let read = try XCTUnwrap(Self.read(SubscriptionState.self, document), text)
+                    XCTAssertEqual(read, try JSONDecoder().decode(SubscriptionState.self, from: Data(document)), text)
+                }
+            }
+        }
+    }
+
     /// Each declines; JSONDecoder then reads it or refuses it as it always did.
     func testWhatItDoesNotReadItDeclines() {
         let declined = [

@@ -137,6 +137,7 @@ public struct StoredJSONReader {
     public mutating func string() throws -> String {
         try expect(UInt8(ascii: "\""))
         let start = index
+        if let base = bytes.baseAddress { index = PlainASCII.wordsEnd(base, from: index, end: bytes.count) }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
@@ -218,7 +219,10 @@ public struct StoredJSONReader {
         return value
     }
 
+    /// ASCII (nearly every id and key) is valid as it stands; `String(validating:)` is a generic call that
+    /// looked up its type metadata on every string.
     private static func validated(_ utf8: UnsafeBufferPointer<UInt8>) throws -> String {
+        if PlainASCII.isASCII(utf8) { return String(decoding: utf8, as: UTF8.self) }
         guard let text = String(validating: utf8, as: UTF8.self) else { throw Decline() }
         return text
     }
