@@ -206,17 +206,9 @@ struct JSONCursor {
                 return String(decoding: bytes, as: UTF8.self)
             case UInt8(ascii: "\\"):
                 guard index < end else { return nil }
-                let escaped = base[index]
+                guard let escaped = JSONEscape.shortEscaped(base[index]) else { return nil }
                 index += 1
-                switch escaped {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(escaped)
-                case UInt8(ascii: "b"): bytes.append(0x08)
-                case UInt8(ascii: "f"): bytes.append(0x0C)
-                case UInt8(ascii: "n"): bytes.append(0x0A)
-                case UInt8(ascii: "r"): bytes.append(0x0D)
-                case UInt8(ascii: "t"): bytes.append(0x09)
-                default: return nil
-                }
+                bytes.append(escaped)
             default:
                 guard byte >= 0x20, byte < 0x80 else { return nil }
                 bytes.append(byte)

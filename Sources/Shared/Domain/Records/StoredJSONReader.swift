@@ -178,27 +178,19 @@ public struct StoredJSONReader {
         guard index < bytes.count else { throw Decline() }
         let letter = bytes[index]
         index += 1
-        switch letter {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(letter)
-        case UInt8(ascii: "b"): utf8.append(0x08)
-        case UInt8(ascii: "f"): utf8.append(0x0C)
-        case UInt8(ascii: "n"): utf8.append(0x0A)
-        case UInt8(ascii: "r"): utf8.append(0x0D)
-        case UInt8(ascii: "t"): utf8.append(0x09)
-        case UInt8(ascii: "u"):
-            var scalar = UInt32(try hex4())
-            if (0xD800..<0xDC00).contains(scalar) {
-                // A high surrogate needs its low half next; anything else declines.
-                try expectRaw(UInt8(ascii: "\\"))
-                try expectRaw(UInt8(ascii: "u"))
-                let low = UInt32(try hex4())
-                guard (0xDC00..<0xE000).contains(low) else { throw Decline() }
-                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-            }
-            guard let unicode = Unicode.Scalar(scalar) else { throw Decline() }
-            utf8.append(contentsOf: UTF8.encode(unicode)!)
-        default: throw Decline()
+        if let byte = JSONEscape.shortEscaped(letter) { return utf8.append(byte) }
+        guard letter == UInt8(ascii: "u") else { throw Decline() }
+        var scalar = UInt32(try hex4())
+        if (0xD800..<0xDC00).contains(scalar) {
+            // A high surrogate needs its low half next; anything else declines.
+            try expectRaw(UInt8(ascii: "\\"))
+            try expectRaw(UInt8(ascii: "u"))
+            let low = UInt32(try hex4())
+            guard (0xDC00..<0xE000).contains(low) else { throw Decline() }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
         }
+        guard let unicode = Unicode.Scalar(scalar) else { throw Decline() }
+        utf8.append(contentsOf: UTF8.encode(unicode)!)
     }
 
     private mutating func hex4() throws -> UInt16 {
@@ -274,6 +266,23 @@ public struct StoredJSONReader {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1
             default: return
             }
+        }
+    }
+}
+
+/// JSON's two-character escapes, as every byte-level reader decodes them.
+public enum JSONEscape {
+    /// The byte `\<letter>` stands for, or nil when `letter` starts no short escape (`u` included).
+    @inlinable
+    public static func shortEscaped(_ letter: UInt8) -> UInt8? {
+        switch letter {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return letter
+        case UInt8(ascii: "b"): return 0x08
+        case UInt8(ascii: "f"): return 0x0C
+        case UInt8(ascii: "n"): return 0x0A
+        case UInt8(ascii: "r"): return 0x0D
+        case UInt8(ascii: "t"): return 0x09
+        default: return nil
         }
     }
 }
