@@ -29,10 +29,10 @@ final class StoredJSONReaderTests: XCTestCase {
 
     func testEscapesNumbersNullsAndUnknownMembersReadAsJSONDecoderReadsThem() throws {
         let documents = [
-            #"{"subscriptionKey":"a\"b\\c\/d\b\f\n\r\t\u00e9\u20AC\ud83d\ude00","userId":null,"grants":null,"claims":{"x|y":-9223372036854775808,"z":9223372036854775807}}"#,
-            #"{"future":{"nested":[1,-2,{"a":[true,false,null,"s"]}],"empty":{}},"subscriptionKey":"s","credited":{"p":-0},"recordedCommands":[]}"#,
-            #" { "subscriptionKey" : "s" , "renewal" : { "asOfMs" : 5 , "pendingChange" : null } , "graceEnds" : { "vip" : [ 1 , 2 ] } } "#,
-            #"{"subscriptionKey":"\u0073","factPositions":{"p":{"topic":"t","partition":2147483647,"offset":0}}}"#,
+            #"{"claims":{"x|y":-9223372036854775808,"z":9223372036854775807},"grants":null,"subscriptionKey":"a\"b\\c\/d\b\f\n\r\t\u00e9\u20AC\ud83d\ude00","userId":null}"#,
+            #"{"credited":{"p":-0},"future":{"empty":{},"nested":[1,-2,{"a":[true,false,null,"s"]}]},"recordedCommands":[],"subscriptionKey":"s"}"#,
+            #" { "renewal" : { "asOfMs" : 5 , "pendingChange" : null } , "graceEnds" : { "vip" : [ 1 , 2 ] } , "subscriptionKey" : "s" } "#,
+            #"{"factPositions":{"p":{"offset":0,"partition":2147483647,"topic":"t"}},"subscriptionKey":"\u0073"}"#,
         ]
         for document in documents {
             let bytes = Array(document.utf8)
@@ -63,20 +63,22 @@ final class StoredJSONReaderTests: XCTestCase {
     /// Each declines; JSONDecoder then reads it or refuses it as it always did.
     func testWhatItDoesNotReadItDeclines() {
         let declined = [
-            #"{"subscriptionKey":"s","credited":{"p":1.0}}"#,          // a fraction
-            #"{"subscriptionKey":"s","credited":{"p":1e3}}"#,          // an exponent
-            #"{"subscriptionKey":"s","credited":{"p":01}}"#,           // a leading zero
-            #"{"subscriptionKey":"s","claims":{"p":9223372036854775808}}"#,
+            #"{"credited":{"p":1.0},"subscriptionKey":"s"}"#,          // a fraction
+            #"{"credited":{"p":1e3},"subscriptionKey":"s"}"#,          // an exponent
+            #"{"credited":{"p":01},"subscriptionKey":"s"}"#,           // a leading zero
+            #"{"claims":{"p":9223372036854775808},"subscriptionKey":"s"}"#,
             #"{"subscriptionKey":"\ud83d"}"#,                           // a lone surrogate
             #"{"subscriptionKey":"\ud83d\u0041"}"#,
             #"{"subscriptionKey":"\x"}"#,
-            #"{"subscriptionKey":"s","credited":{"p":1,"p":2}}"#,      // a name twice
-            #"{"subscriptionKey":"s","grants":{"p":{"purchaseId":"p","transactionId":"t","originalTransactionId":"o","productId":"x","productKind":"gift","group":"g","startMs":1,"finance":{"isTrial":false,"isIntro":false}}}}"#,
-            #"{"subscriptionKey":"s","grants":{"p":{"purchaseId":"p","transactionId":"t","originalTransactionId":"o","productId":"x","productKind":"consumable","group":"g","startMs":1}}}"#,
+            #"{"credited":{"p":1,"p":2},"subscriptionKey":"s"}"#,      // a name twice (JSONDecoder keeps the first)
+            #"{"subscriptionKey":"first","subscriptionKey":"last"}"#,
+            #"{"userId":"u","claims":{},"subscriptionKey":"s"}"#,       // in neither order our rows have
+            #"{"grants":{"p":{"finance":{"isIntro":false,"isTrial":false},"group":"g","originalTransactionId":"o","productId":"x","productKind":"gift","purchaseId":"p","startMs":1,"transactionId":"t"}},"subscriptionKey":"s"}"#,
+            #"{"grants":{"p":{"group":"g","originalTransactionId":"o","productId":"x","productKind":"consumable","purchaseId":"p","startMs":1,"transactionId":"t"}},"subscriptionKey":"s"}"#,
             #"{"userId":"u"}"#,                                         // the key missing
             #"{"subscriptionKey":null}"#,
             #"{"subscriptionKey":1}"#,
-            #"{"subscriptionKey":"s","factPositions":{"p":{"topic":"t","partition":2147483648,"offset":0}}}"#,
+            #"{"factPositions":{"p":{"offset":0,"partition":2147483648,"topic":"t"}},"subscriptionKey":"s"}"#,
             #"{"subscriptionKey":"s"} x"#,
             #"{"subscriptionKey":"s",}"#,
             #"[{"subscriptionKey":"s"}]"#,
@@ -140,28 +142,47 @@ final class StoredJSONReaderTests: XCTestCase {
         return (states, purchases)
     }
 
-    /// Our writer's bytes, JSONEncoder's (its own member order), PostgreSQL's jsonb print (`{"a": 1, "b": 2}`,
-    /// how rows written before migration 15 read back) and a pretty print.
+    /// Our writer's bytes, JSONEncoder's with sorted keys, plain and pretty, and PostgreSQL's jsonb print
+    /// (`{"a": 1, "bb": 2}`, shorter names first: how rows written while the columns were jsonb read back).
     private static func layouts<T: Encodable>(_ own: [UInt8], _ value: T) throws -> [[UInt8]] {
-        let pretty = JSONEncoder()
-        pretty.outputFormatting = [.prettyPrinted]
-        return [own, Array(try JSONEncoder().encode(value)), jsonbPrint(own), Array(try pretty.encode(value))]
+        let sorted = JSONEncoder(), pretty = JSONEncoder()
+        sorted.outputFormatting = [.sortedKeys]
+        pretty.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return [own, Array(try sorted.encode(value)), Array(try pretty.encode(value)), try jsonbPrint(own)]
     }
 
-    private static func jsonbPrint(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        var inString = false
-        var escaped = false
-        for byte in bytes {
-            out.append(byte)
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-            } else if byte == UInt8(ascii: "\"") {
-                inString = true
-            } else if byte == UInt8(ascii: ":") || byte == UInt8(ascii: ",") {
-                out.append(UInt8(ascii: " "))
+    /// As jsonb prints a document: members by name length, then bytes; `": "` and `", "` between them.
+    private static func jsonbPrint(_ bytes: [UInt8]) throws -> [UInt8] {
+        Array(try JSONDecoder().decode(JSONValue.self, from: Data(bytes)).jsonb.utf8)
+    }
+}
+
+/// Any JSON document our writers make, parsed by JSONDecoder, to print again in jsonb's layout.
+private indirect enum JSONValue: Decodable {
+    case object([String: JSONValue]), array([JSONValue]), string(String), integer(Int64), bool(Bool), null
+
+    init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer()
+        if value.decodeNil() { self = .null }
+        else if let bool = try? value.decode(Bool.self) { self = .bool(bool) }
+        else if let integer = try? value.decode(Int64.self) { self = .integer(integer) }
+        else if let string = try? value.decode(String.self) { self = .string(string) }
+        else if let array = try? value.decode([JSONValue].self) { self = .array(array) }
+        else { self = .object(try value.decode([String: JSONValue].self)) }
+    }
+
+    var jsonb: String {
+        switch self {
+        case .object(let members):
+            let names = members.keys.sorted { a, b in
+                a.utf8.count != b.utf8.count ? a.utf8.count < b.utf8.count : a.utf8.lexicographicallyPrecedes(b.utf8)
             }
+            return "{" + names.map { "\(JSONValue.string($0).jsonb): \(members[$0]!.jsonb)" }.joined(separator: ", ") + "}"
+        case .array(let elements): return "[" + elements.map(\.jsonb).joined(separator: ", ") + "]"
+        case .string(let text): return String(decoding: try! JSONEncoder().encode(text), as: UTF8.self)
+        case .integer(let integer): return String(integer)
+        case .bool(let bool): return bool ? "true" : "false"
+        case .null: return "null"
         }
-        return out
     }
 }

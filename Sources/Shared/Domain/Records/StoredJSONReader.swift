@@ -3,9 +3,10 @@
 /// 3 kB state, more than the whole fold of the event that loaded it.
 ///
 /// Strict by design: objects, arrays, strings, integers, booleans and null, with any whitespace
-/// between them (rows written while the columns were jsonb print as `{"a": 1}`). A fraction, an
-/// exponent, a lone surrogate, invalid UTF-8, nesting deeper than `maxDepth`, a missing member or a
-/// value of another type makes the reader decline (`Decline`), and the caller hands the document to
+/// between them and members in the orders our rows have (rows written while the columns were jsonb
+/// print as `{"a": 1}`, shorter names first). A fraction, an exponent, a lone surrogate, invalid
+/// UTF-8, nesting deeper than `maxDepth`, members in another order, a missing member or a value of
+/// another type makes the reader decline (`Decline`), and the caller hands the document to
 /// JSONDecoder, which decides. A document the reader accepts reads as JSONDecoder reads it
 /// (`StoredJSONReaderTests` compares the two).
 public struct StoredJSONReader {
@@ -31,11 +32,24 @@ public struct StoredJSONReader {
     // MARK: structure
 
     /// Calls `member` with each member's name; it reads the value, or skips it (`skipValue`).
+    ///
+    /// The names must come in one of the two orders StoreLedger's rows have: sorted (our writer) or by
+    /// length, then bytes (jsonb's print, the rows written while the columns were jsonb). Strictly in
+    /// order means no name twice, where JSONDecoder would keep the first and this reader the last.
     public mutating func object(_ member: (inout StoredJSONReader, String) throws -> Void) throws {
         try open(UInt8(ascii: "{"))
         if try consume(UInt8(ascii: "}")) { return close() }
+        var previous: String?
+        var sorted = true, byLength = true
         repeat {
             let name = try string()
+            if let previous {
+                let (shorter, longer) = (previous.utf8.count, name.utf8.count)
+                sorted = sorted && previous < name
+                byLength = byLength && (shorter < longer || (shorter == longer && previous < name))
+                guard sorted || byLength else { throw Decline() }
+            }
+            previous = name
             try expect(UInt8(ascii: ":"))
             try member(&self, name)
         } while try separator(closing: UInt8(ascii: "}"))
@@ -52,8 +66,7 @@ public struct StoredJSONReader {
     /// An object of `T` by member name (a Swift dictionary, as JSONDecoder makes one).
     public mutating func dictionary<T>(_ value: (inout StoredJSONReader) throws -> T) throws -> [String: T] {
         var result: [String: T] = [:]
-        // A name twice: which one JSONDecoder keeps is its business.
-        try object { reader, name in if result.updateValue(try value(&reader), forKey: name) != nil { throw Decline() } }
+        try object { reader, name in result[name] = try value(&reader) }
         return result
     }
 
