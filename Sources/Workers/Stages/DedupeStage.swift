@@ -40,14 +40,14 @@ public struct DedupeStage: StageLogic {
         let keys = Array(Set(events.map(\.1.subscriptionKey))).sorted()
         let store = DedupeStore(database)
         var known = try store.purchases(of: keys)
-        var seen = try store.seen(Array(Set(events.map { SeenEvent(subscriptionKey: $0.1.subscriptionKey, eventKey: seenKey(of: $0.1)) })))
+        let inputs = events.map { SeenEvent(subscriptionKey: $0.1.subscriptionKey, eventKey: seenKey(of: $0.1)) }
+        var seen = try store.seen(Array(Set(inputs)))
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
         var outcomes: [String: Int] = [:]   // counted per batch: one metric update per outcome, not per event
 
-        for (record, event) in events {
-            let key = SeenEvent(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))
+        for ((record, event), key) in zip(events, inputs) {
             if seen.contains(key) {
                 // Apple's retry, a second upload of the same bytes, a redelivered batch: counted, not forwarded.
                 repeated[key, default: 0] += 1

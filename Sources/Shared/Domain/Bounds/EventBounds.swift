@@ -222,26 +222,28 @@ private struct Checker {
         date(event.receivedAtMs, "\(path()).receivedAtMs")
         optionalDate(event.statedAtMs, "\(path()).statedAtMs")
         text(event.provenance, "\(path()).provenance")
-        if let meta = event.notification {
-            text(meta.type, "\(path()).notification.type")
-            text(meta.subtype, "\(path()).notification.subtype")
-            optionalId(meta.uuid, "\(path()).notification.uuid")
-            optionalDate(meta.signedDateMs, "\(path()).notification.signedDateMs")
-            optionalId(meta.autoRenewProductId, "\(path()).notification.autoRenewProductId")
-            optionalDate(meta.autoRenewStatusChangeDateMs, "\(path()).notification.autoRenewStatusChangeDateMs")
-            number(meta.status, "\(path()).notification.status", EventBounds.enumeration)
-            optionalId(meta.originalTransactionId, "\(path()).notification.originalTransactionId")
-            optionalId(meta.webOrderLineItemId, "\(path()).notification.webOrderLineItemId")
-            optionalDate(meta.cancellationDateMs, "\(path()).notification.cancellationDateMs")
-            text(meta.cancellationReason, "\(path()).notification.cancellationReason")
-            text(meta.expirationIntent, "\(path()).notification.expirationIntent")
-            text(meta.consumptionRequestReason, "\(path()).notification.consumptionRequestReason")
-        }
+        if let meta = event.notification { notification(meta, "\(path()).notification") }
         count(event.transactions.count, "\(path()).transactions", max: EventBounds.maxTransactions)
         for (index, transaction) in event.transactions.enumerated() {
             self.transaction(transaction, "\(path()).transactions[\(index)]")
         }
         if let renewal = event.renewalInfo { self.renewal(renewal, "\(path()).renewalInfo") }
+    }
+
+    mutating func notification(_ meta: NotificationMeta, _ p: @autoclosure () -> String) {
+        text(meta.type, "\(p()).type")
+        text(meta.subtype, "\(p()).subtype")
+        optionalId(meta.uuid, "\(p()).uuid")
+        optionalDate(meta.signedDateMs, "\(p()).signedDateMs")
+        optionalId(meta.autoRenewProductId, "\(p()).autoRenewProductId")
+        optionalDate(meta.autoRenewStatusChangeDateMs, "\(p()).autoRenewStatusChangeDateMs")
+        number(meta.status, "\(p()).status", EventBounds.enumeration)
+        optionalId(meta.originalTransactionId, "\(p()).originalTransactionId")
+        optionalId(meta.webOrderLineItemId, "\(p()).webOrderLineItemId")
+        optionalDate(meta.cancellationDateMs, "\(p()).cancellationDateMs")
+        text(meta.cancellationReason, "\(p()).cancellationReason")
+        text(meta.expirationIntent, "\(p()).expirationIntent")
+        text(meta.consumptionRequestReason, "\(p()).consumptionRequestReason")
     }
 
     mutating func transaction(_ t: TransactionFacts, _ p: @autoclosure () -> String) {
