@@ -229,6 +229,22 @@ final class ReceiptFastPathTests: XCTestCase {
         agree(fast, openssl, der: der, name: "generated")
     }
 
+    /// The one single-bit flip of the generated receipt (of all 24,392) on which the paths disagreed, found by
+    /// this suite's random flips in CI: digestAlgorithms says SHA-512 while the signer used SHA-256. OpenSSL
+    /// finds no digest for the signer and refuses; the fast path must not accept it either.
+    func testASignerDigestTheDigestAlgorithmsDoNotListIsRefusedOnBothPaths() throws {
+        let fast = try GeneratedReceipt.verifier(fastPath: true)
+        let openssl = try GeneratedReceipt.verifier(fastPath: false)
+        var der = try GeneratedReceipt.make().der
+        let sha256: [UInt8] = [0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01]
+        let first = try XCTUnwrap((0...(der.count - sha256.count)).first { Array(der[$0..<$0 + sha256.count]) == sha256 })
+        XCTAssertNotNil(SignedReceiptMessage.parse(der))
+        der[first + sha256.count - 1] = 0x03   // the digestAlgorithms SET comes before the SignerInfo's own algorithm
+        XCTAssertNil(SignedReceiptMessage.parse(der), "left to OpenSSL")
+        XCTAssertNotNil(openssl.verify(der).failureValue)
+        XCTAssertNotNil(fast.verify(der).failureValue)
+    }
+
     func testFastPathAgreesWithOpenSSLOnApplesReceiptsAndMutations() throws {
         let roots = [try Fixtures.appleIncRoot(), try Fixtures.storeKitRoot()]
         let fast = try AppReceiptVerifier(roots: roots, bundleIds: [], strictChecks: true, fastPath: true, now: { Date() })

@@ -60,9 +60,12 @@ struct SignedReceiptMessage {
         let signedData = try ASN1Reader.children(of: explicit[0], depth: 1)
         guard signedData.count >= 4, signedData[0].isUniversal(ASN1Element.integer), !signedData[0].constructed,
               signedData[0].content.count == 1, signedData[1].isUniversal(ASN1Element.set), signedData[1].constructed else { return nil }
-        // digestAlgorithms: CMS_verify sets up a digest for each, so each must be one we know.
+        // digestAlgorithms: CMS_verify sets up a digest for each, so each must be one we know; it then
+        // finds the signer's digest among them ("no matching digest" when it is not listed).
+        var listed: [DigestAlgorithm] = []
         for algorithmIdentifier in try ASN1Reader.children(of: signedData[1], depth: 2) {
-            guard let oid = try algorithm(algorithmIdentifier), digestOIDs[oid] != nil else { return nil }
+            guard let digest = try algorithm(algorithmIdentifier).flatMap({ digestOIDs[$0] }) else { return nil }
+            listed.append(digest)
         }
         // encapContentInfo: data, with the content embedded (OCTET STRING, possibly BER chunks).
         guard signedData[2].isUniversal(ASN1Element.sequence) else { return nil }
@@ -84,8 +87,9 @@ struct SignedReceiptMessage {
         if index < signedData.count, signedData[index].tagClass == 2, signedData[index].tagNumber == 1 { index += 1 }
         guard index == signedData.count - 1, signedData[index].isUniversal(ASN1Element.set) else { return nil }
         let signers = try ASN1Reader.children(of: signedData[index], depth: 2)
-        guard signers.count == 1 else { return nil }
-        return try signerInfo(signers[0], content: content, certificates: certificates)
+        guard signers.count == 1, let message = try signerInfo(signers[0], content: content, certificates: certificates),
+              listed.contains(message.digest) else { return nil }
+        return message
     }
 
     private static func signerInfo(_ element: ASN1Element, content: [UInt8], certificates: [[UInt8]]) throws(ASN1Error) -> SignedReceiptMessage? {
