@@ -124,6 +124,12 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try dedupe.seen(asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) }),
                        [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")], "exactly the pairs seen, once each")
         XCTAssertEqual(try dedupe.seen([]), [])
+        try db.transaction { tx in
+            let both = try DedupeStore(tx).batchState(of: ["s-1", "s-2"], inputs: asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) })
+            XCTAssertEqual(both.known, ["s-1": [purchase]], "the batch's two lookups in one round trip read as each alone")
+            XCTAssertEqual(both.seen, [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")])
+            XCTAssertEqual(try DedupeStore(tx).batchState(of: [], inputs: []).seen, [])
+        }
         let sightings = try dedupe.sightings(["uuid:abc", "uuid:zzz"])
         XCTAssertEqual(sightings.map(\.eventKey), ["uuid:abc"])
         XCTAssertEqual(sightings.first?.deliveries, 3, "Apple's retries are counted")

@@ -5,7 +5,9 @@ import Runtime
 /// One blocking libpq connection. Not thread-safe: use it from one thread at a time
 /// (`PGPool` hands connections to threads). Every statement goes through `SQL`, so values
 /// travel as bind parameters; results come back in text format. A statement text seen a second
-/// time on a connection is prepared on the server and reused (`PreparedStatements`).
+/// time on a connection is prepared on the server and reused (`PreparedStatements`). Inside a
+/// transaction, writes nobody reads the result of can wait for the next round trip
+/// (`executeDeferred`, `PGConnection+Deferred.swift`).
 ///
 /// Batches: bind one array per column and `unnest` them, one statement and one round trip
 /// for a whole Kafka poll's worth of rows (PostgreSQL caps a statement at 65535 binds,
@@ -17,10 +19,12 @@ import Runtime
 ///         ON CONFLICT (id) DO NOTHING
 ///         """)
 public final class PGConnection {
-    private var handle: OpaquePointer?
+    var handle: OpaquePointer?
     private let conninfo: String
-    private let options: PGOptions
-    private var prepared = PreparedStatements()
+    let options: PGOptions
+    var prepared = PreparedStatements()
+    /// Statements that go to the server with the next round trip (`PGConnection+Deferred`).
+    var deferred: [DeferredStatement] = []
 
     /// Connects with a `postgres://user:pass@host:port/db?...` URL or a `key=value` conninfo
     /// string. Errors never repeat the URL (it may hold a password). `options` bound how long
@@ -37,6 +41,7 @@ public final class PGConnection {
     public func close() {
         if let handle { PQfinish(handle) }
         handle = nil
+        deferred = []
     }
 
     /// True when closed or libpq has seen the connection fail. libpq notices a dead socket
@@ -46,9 +51,11 @@ public final class PGConnection {
         return PQstatus(handle) != CONNECTION_OK
     }
 
-    /// True inside `BEGIN` (also when the transaction has failed and awaits ROLLBACK).
+    /// True inside `BEGIN` (also when the transaction has failed and awaits ROLLBACK, and when its
+    /// BEGIN waits to be sent with the first statement).
     public var inTransaction: Bool {
         guard let handle else { return false }
+        if !deferred.isEmpty { return true }
         let status = PQtransactionStatus(handle)
         return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
     }
@@ -56,6 +63,7 @@ public final class PGConnection {
     /// Reconnects with the original parameters (after a broken connection or `close()`).
     public func reset() throws {
         prepared.forgetAll()
+        deferred = []
         if let handle {
             PQreset(handle)
             if PQstatus(handle) == CONNECTION_OK {
@@ -77,6 +85,7 @@ public final class PGConnection {
     public func query(_ sql: SQL) throws -> PGRows {
         let handle = try open()
         let (text, binds) = sql.render()
+        if !deferred.isEmpty { return try sendDeferred(then: [DeferredStatement(text: text, binds: binds)])[0] }
         return try Parameters.with(binds, statement: text) { parameters in
             let key = PreparedStatements.Key(text: text, types: parameters.types)
             guard options.preparesStatements, let (name, isNew) = prepared.name(for: key) else {
@@ -111,6 +120,7 @@ public final class PGConnection {
     /// protocol). Meant for migrations and fixed commands, never for text built from data.
     public func executeScript(_ text: String) throws {
         let handle = try open()
+        if !deferred.isEmpty { _ = try sendDeferred() }
         _ = try rows(checking: PQexec(handle, text), statement: PGConnection.summary(of: text), binds: [])
     }
 
@@ -123,13 +133,13 @@ public final class PGConnection {
 
     // MARK: Internals
 
-    private func open() throws -> OpaquePointer {
+    func open() throws -> OpaquePointer {
         guard let handle else { throw PGError(kind: .usage, message: "connection is closed; call reset() to reconnect") }
         return handle
     }
 
     /// Turns a libpq result into rows, or into a `PGError` (freeing the result).
-    private func rows(checking result: OpaquePointer?, statement: String, binds: [PGValue]) throws -> PGRows {
+    func rows(checking result: OpaquePointer?, statement: String, binds: [PGValue]) throws -> PGRows {
         guard let result else {
             PGConnection.countError(.connection)
             throw PGError(kind: .connection, message: lastErrorMessage(), statement: statement)
@@ -155,7 +165,7 @@ public final class PGConnection {
                       constraint: field(sl_pq_diag_constraint_name()), statement: statement)
     }
 
-    private func lastErrorMessage() -> String {
+    func lastErrorMessage() -> String {
         guard let handle, let text = PQerrorMessage(handle) else { return "no connection" }
         let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
         return message.isEmpty ? "libpq returned no result" : message

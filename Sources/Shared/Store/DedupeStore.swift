@@ -40,41 +40,62 @@ public struct DedupeStore {
 
     /// The known purchases of these subscriptions, by subscription, in purchase id order.
     public func purchases(of keys: [String]) throws -> [String: [KnownPurchase]] {
+        try Self.purchases(try db.query(Self.purchasesQuery(keys)))
+    }
+
+    /// Which of these inputs were seen before.
+    public func seen(_ inputs: [SeenEvent]) throws -> Set<SeenEvent> {
+        guard !inputs.isEmpty else { return [] }
+        return try Self.seen(try db.query(Self.seenQuery(inputs)))
+    }
+
+    /// A batch's lookups, `purchases(of:)` and `seen(_:)`, in one round trip.
+    public func batchState(of keys: [String], inputs: [SeenEvent]) throws -> (known: [String: [KnownPurchase]], seen: Set<SeenEvent>) {
+        let answers = try db.queries([Self.purchasesQuery(keys), Self.seenQuery(inputs)])
+        return (try Self.purchases(answers[0]), try Self.seen(answers[1]))
+    }
+
+    private static func purchasesQuery(_ keys: [String]) -> SQL {
+        """
+        SELECT subscription_key, state::text AS state FROM purchases WHERE subscription_key = ANY(\(keys))
+        ORDER BY subscription_key, purchase_id
+        """
+    }
+
+    private static func purchases(_ rows: PGRows) throws -> [String: [KnownPurchase]] {
         var known: [String: [KnownPurchase]] = [:]
         let decoder = JSONDecoder()
-        for row in try db.query("""
-            SELECT subscription_key, state::text AS state FROM purchases WHERE subscription_key = ANY(\(keys))
-            ORDER BY subscription_key, purchase_id
-            """) {
-            known[try row.string("subscription_key"), default: []].append(
-                try storedDocument(try row.string("state"), fallback: decoder))
+        for row in rows {
+            known[try row.string("subscription_key"), default: []].append(try storedDocument(try row.string("state"), fallback: decoder))
         }
         return known
     }
 
-    /// Which of these inputs were seen before: one index probe per input. (Two `ANY` lists, the batch's
-    /// keys and its event keys, made PostgreSQL probe the key with every pair of the two: 28 ms for a
-    /// batch of 500 against 2 ms for the pairs.)
-    public func seen(_ inputs: [SeenEvent]) throws -> Set<SeenEvent> {
-        guard !inputs.isEmpty else { return [] }
-        return Set(try db.query("""
-            SELECT s.subscription_key, s.event_key FROM seen_events s
-            JOIN unnest(\(inputs.map(\.subscriptionKey))::text[], \(inputs.map(\.eventKey))::text[]) AS t(k, e)
-              ON s.subscription_key = t.k AND s.event_key = t.e
-            """).map { SeenEvent(subscriptionKey: try $0.string("subscription_key"), eventKey: try $0.string("event_key")) })
+    /// One index probe per input. (Two `ANY` lists, the batch's keys and its event keys, made PostgreSQL
+    /// probe the key with every pair of the two: 28 ms for a batch of 500 against 2 ms for the pairs.)
+    private static func seenQuery(_ inputs: [SeenEvent]) -> SQL {
+        """
+        SELECT s.subscription_key, s.event_key FROM seen_events s
+        JOIN unnest(\(inputs.map(\.subscriptionKey))::text[], \(inputs.map(\.eventKey))::text[]) AS t(k, e)
+          ON s.subscription_key = t.k AND s.event_key = t.e
+        """
+    }
+
+    private static func seen(_ rows: PGRows) throws -> Set<SeenEvent> {
+        Set(try rows.map { SeenEvent(subscriptionKey: try $0.string("subscription_key"), eventKey: try $0.string("event_key")) })
     }
 
     /// Upserts the purchases and adds their aliases (two statements).
     public func save(_ purchases: [PurchaseRow]) throws {
         guard !purchases.isEmpty else { return }
         let rows = BulkRows(purchases)
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO purchases (\(fragment: BulkRows<PurchaseRow>.columnList))
             SELECT \(fragment: BulkRows<PurchaseRow>.fields("t")) FROM \(fragment: rows.recordset("t"))
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
             """)
         let aliases = purchases.flatMap { row in row.purchase.aliases.map { (row.subscriptionKey, $0, row.purchase.purchaseId) } }
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO transaction_aliases (subscription_key, transaction_id, purchase_id)
             SELECT * FROM unnest(\(aliases.map(\.0))::text[], \(aliases.map(\.1))::text[], \(aliases.map(\.2))::text[])
             ON CONFLICT DO NOTHING
@@ -84,14 +105,14 @@ public struct DedupeStore {
     /// Records first sightings and counts Apple's retries of inputs already seen (one statement each).
     public func record(firstSeen: [SeenEvent], repeated: [SeenEvent: Int]) throws {
         if !firstSeen.isEmpty {
-            try db.execute("""
+            try db.executeDeferred("""
                 INSERT INTO seen_events (subscription_key, event_key)
                 SELECT * FROM unnest(\(firstSeen.map(\.subscriptionKey))::text[], \(firstSeen.map(\.eventKey))::text[]) ON CONFLICT DO NOTHING
                 """)
         }
         guard !repeated.isEmpty else { return }
         let entries = repeated.sorted { ($0.key.subscriptionKey, $0.key.eventKey) < ($1.key.subscriptionKey, $1.key.eventKey) }
-        try db.execute("""
+        try db.executeDeferred("""
             UPDATE seen_events s SET deliveries = s.deliveries + t.n, last_seen_at = now()
             FROM unnest(\(entries.map(\.key.subscriptionKey))::text[], \(entries.map(\.key.eventKey))::text[], \(entries.map(\.value))::integer[]) AS t(k, e, n)
             WHERE s.subscription_key = t.k AND s.event_key = t.e
@@ -100,9 +121,9 @@ public struct DedupeStore {
 
     /// Forgets everything dedupe knows of these subscriptions (a replay of dedupe rebuilds it).
     public func forget(_ keys: [String]) throws {
-        try db.execute("DELETE FROM seen_events WHERE subscription_key = ANY(\(keys))")
-        try db.execute("DELETE FROM transaction_aliases WHERE subscription_key = ANY(\(keys))")
-        try db.execute("DELETE FROM purchases WHERE subscription_key = ANY(\(keys))")
+        try db.executeDeferred("DELETE FROM seen_events WHERE subscription_key = ANY(\(keys))")
+        try db.executeDeferred("DELETE FROM transaction_aliases WHERE subscription_key = ANY(\(keys))")
+        try db.executeDeferred("DELETE FROM purchases WHERE subscription_key = ANY(\(keys))")
     }
 }
 

@@ -4,7 +4,9 @@ import Postgres
 
 /// Membership's transaction (migrations 1, 2, 6): subscription states, the users' locks, the
 /// append-only ledger (R4), the outbox (issue 17), the finance facts per purchase (`grants`, R10)
-/// and the per-user projection. Every write is one set-based statement per batch.
+/// and the per-user projection. Every write is one set-based statement per batch, deferred
+/// (`PGConnection.executeDeferred`): they reach the server in one round trip, with the next statement
+/// whose rows the batch reads (the partition fence's check) or the COMMIT.
 public struct MembershipStore {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }
@@ -17,11 +19,15 @@ public struct MembershipStore {
     }
 
     /// Creates the users' rows if needed and locks them in id order (R6): two batches touching one
-    /// user serialise here.
+    /// user serialise here. Both statements are deferred: they reach the server with the next query,
+    /// in order, so that query runs under the locks. The lock answers with one row, not one per user:
+    /// a deferred statement's answer waits on the server until the client reads the pipeline.
     public func lockUsers(_ users: [String]) throws {
         let list = users.sorted()
-        try db.execute("INSERT INTO users (user_id) SELECT u FROM unnest(\(list)::text[]) AS t(u) ORDER BY u ON CONFLICT DO NOTHING")
-        _ = try db.query("SELECT user_id FROM users WHERE user_id = ANY(\(list)) ORDER BY user_id FOR UPDATE")
+        try db.executeDeferred("INSERT INTO users (user_id) SELECT u FROM unnest(\(list)::text[]) AS t(u) ORDER BY u ON CONFLICT DO NOTHING")
+        try db.executeDeferred("""
+            SELECT count(*) FROM (SELECT user_id FROM users WHERE user_id = ANY(\(list)) ORDER BY user_id FOR UPDATE) AS locked
+            """)
     }
 
     /// The users' other subscriptions (not among `keys`), unlocked: their users' locks protect them.
@@ -46,7 +52,7 @@ public struct MembershipStore {
     public func appendLedger(_ rows: [LedgerRow]) throws {
         guard !rows.isEmpty else { return }
         let set = BulkRows(rows)
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO ledger (\(fragment: BulkRows<LedgerRow>.columnList))
             SELECT \(fragment: BulkRows<LedgerRow>.fields("t")) FROM \(fragment: set.recordset("t"))
             ORDER BY \(fragment: BulkRows<LedgerRow>.field("entry_id", "t"))
@@ -56,7 +62,7 @@ public struct MembershipStore {
     /// The outbox rows of the batch's membership-changing entries (same transaction as the ledger).
     public func appendOutbox(_ rows: [OutboxRow]) throws {
         guard !rows.isEmpty else { return }
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO membership_outbox (\(fragment: BulkRows<OutboxRow>.columnList))
             SELECT \(fragment: BulkRows<OutboxRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             """)
@@ -65,7 +71,7 @@ public struct MembershipStore {
     /// Upserts the subscriptions' states.
     public func saveStates(_ rows: [SubscriptionRow]) throws {
         guard !rows.isEmpty else { return }
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO subscriptions (\(fragment: BulkRows<SubscriptionRow>.columnList))
             SELECT \(fragment: BulkRows<SubscriptionRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             ON CONFLICT (subscription_key) DO UPDATE
@@ -77,7 +83,7 @@ public struct MembershipStore {
     public func saveGrants(_ rows: [GrantRow]) throws {
         guard !rows.isEmpty else { return }
         typealias Rows = BulkRows<GrantRow>
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO grants (\(fragment: Rows.columnList))
             SELECT \(fragment: Rows.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
@@ -88,9 +94,9 @@ public struct MembershipStore {
     /// Rewrites the per-user projection of these users: their rows are replaced by `rows`.
     public func replaceUserMembership(users: [String], with rows: [UserMembershipRow]) throws {
         guard !users.isEmpty else { return }
-        try db.execute("DELETE FROM user_membership WHERE user_id = ANY(\(users))")
+        try db.executeDeferred("DELETE FROM user_membership WHERE user_id = ANY(\(users))")
         guard !rows.isEmpty else { return }
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO user_membership (\(fragment: BulkRows<UserMembershipRow>.columnList))
             SELECT \(fragment: BulkRows<UserMembershipRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
             """)

@@ -105,7 +105,7 @@ public struct OutboxStore {
     /// reads start from 0, and the next mark writes it again.
     public func markPublished(_ seqs: [Int64]) throws {
         try db.transaction { db in
-            try db.execute("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
+            try db.executeDeferred("UPDATE membership_outbox SET published_at = now() WHERE relay_seq = ANY(\(seqs)) AND published_at IS NULL")
             try OutboxStore(db).advanceWatermark()
         }
     }
@@ -113,7 +113,7 @@ public struct OutboxStore {
     /// Moves the watermark up to the first ordered row still unpublished, or the last ordered row. Only
     /// the relay that holds the lock may call it, between its rounds: nothing is ordered meanwhile.
     public func advanceWatermark() throws {
-        try db.execute("""
+        try db.executeDeferred("""
             INSERT INTO membership_relay_progress (published_through)
             SELECT coalesce(
                 (SELECT min(relay_seq) - 1 FROM membership_outbox

@@ -14,22 +14,31 @@ private let savepointCounter = Atomic<Int>(0)
 /// Transaction control. `transaction` wraps a body; `begin`/`commit`/`rollback` serve callers that
 /// hold a transaction open across calls (a stage's batch, a replay).
 extension PGConnection {
+    /// The BEGIN travels with the transaction's first statement (`beginDeferred`).
     public func begin(isolation: PGIsolation? = nil) throws {
-        try executeScript(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
+        try beginDeferred(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
     }
 
     /// Refuses (and rolls back) a transaction in which a statement failed: PostgreSQL would
-    /// otherwise turn the COMMIT into a silent ROLLBACK.
+    /// otherwise turn the COMMIT into a silent ROLLBACK. Deferred writes go with the COMMIT; if one
+    /// fails, the COMMIT does not run and the transaction is rolled back.
     public func commit() throws {
         if inFailedTransaction {
             try? rollback()
             throw PGError(kind: .usage, sqlState: "25P02",
                           message: "transaction aborted by an earlier failed statement; rolled back instead of committing")
         }
-        try executeScript("COMMIT")
+        do {
+            try endTransaction("COMMIT")
+        } catch {
+            // A write that failed, or could not be sent: the transaction ends here either way.
+            if !isBroken, inTransaction { try? rollback() }
+            throw error
+        }
     }
 
-    public func rollback() throws { try executeScript("ROLLBACK") }
+    /// Deferred writes are dropped unsent.
+    public func rollback() throws { try endTransaction("ROLLBACK", discarding: true) }
 
     /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws (the error is
     /// rethrown). Nested calls become savepoints. If a statement failed inside the body and the body

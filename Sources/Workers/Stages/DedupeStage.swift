@@ -39,9 +39,8 @@ public struct DedupeStage: StageLogic {
 
         let keys = Array(Set(events.map(\.1.subscriptionKey))).sorted()
         let store = DedupeStore(database)
-        var known = try store.purchases(of: keys)
         let inputs = events.map { SeenEvent(subscriptionKey: $0.1.subscriptionKey, eventKey: seenKey(of: $0.1)) }
-        var seen = try store.seen(Array(Set(inputs)))
+        var (known, seen) = try store.batchState(of: keys, inputs: Array(Set(inputs)))
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
