@@ -139,6 +139,24 @@ final class DeferredStatementTests: PGTestCase {
         XCTAssertEqual(try state(), "idle")
     }
 
+    func testAFlushSendsTheDeferredWritesAndThrowsTheirFailure() throws {
+        let conn = try connect()
+        let (table, sequence) = try makeTable(conn)
+        try conn.begin()
+        try conn.flushDeferred()
+        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.flushDeferred()
+        XCTAssertTrue(try drawn(sequence), "sent")
+        XCTAssertTrue(conn.inTransaction)
+        XCTAssertFalse(conn.inFailedTransaction)
+        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("duplicate"))")
+        XCTAssertThrowsError(try conn.flushDeferred()) { error in XCTAssertEqual((error as? PGError)?.isUniqueViolation, true, "\(error)") }
+        XCTAssertTrue(conn.inFailedTransaction)
+        XCTAssertThrowsError(try conn.commit())
+        XCTAssertFalse(conn.inTransaction)
+        XCTAssertEqual(try ids(table), [])
+    }
+
     func testIndependentReadsShareARoundTripAndAnswerInOrder() throws {
         let conn = try connect()
         let (table, sequence) = try makeTable(conn)

@@ -54,6 +54,13 @@ extension PGConnection {
         _ = try sendDeferred(then: [DeferredStatement(text: text, prepares: false)])
     }
 
+    /// Sends what is deferred now, in one round trip (a stage before it publishes: a write that fails
+    /// must fail before the batch's outputs leave).
+    public func flushDeferred() throws {
+        guard !deferred.isEmpty else { return }
+        _ = try sendDeferred()
+    }
+
     /// Runs these reads, which do not depend on each other, in one round trip (after what is deferred)
     /// and returns each one's rows, in order.
     public func queries(_ statements: [SQL]) throws -> [PGRows] {

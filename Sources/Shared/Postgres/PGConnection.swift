@@ -119,8 +119,8 @@ public final class PGConnection {
     /// Runs a script of several `;`-separated statements with no parameters (simple query
     /// protocol). Meant for migrations and fixed commands, never for text built from data.
     public func executeScript(_ text: String) throws {
+        try flushDeferred()
         let handle = try open()
-        if !deferred.isEmpty { _ = try sendDeferred() }
         _ = try rows(checking: PQexec(handle, text), statement: PGConnection.summary(of: text), binds: [])
     }
 

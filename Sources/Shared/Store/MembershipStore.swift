@@ -5,8 +5,8 @@ import Postgres
 /// Membership's transaction (migrations 1, 2, 6): subscription states, the users' locks, the
 /// append-only ledger (R4), the outbox (issue 17), the finance facts per purchase (`grants`, R10)
 /// and the per-user projection. Every write is one set-based statement per batch, deferred
-/// (`PGConnection.executeDeferred`): they reach the server in one round trip, with the next statement
-/// whose rows the batch reads (the partition fence's check) or the COMMIT.
+/// (`PGConnection.executeDeferred`): they reach the server in one round trip when the batch is done
+/// (the stage sends them before it publishes) or with the next statement whose rows it reads.
 public struct MembershipStore {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }

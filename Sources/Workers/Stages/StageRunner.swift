@@ -153,6 +153,8 @@ final class StageWork: ConsumerLoopWork {
         }
         receivedAtMs = logic.writesLedger ? records.compactMap { $0.header(RecordHeader.receivedAt).flatMap { Int64($0) } } : []
         let result = try logic.process(records, database: connection)
+        // The batch's deferred writes fail here if they fail, before its outputs are published.
+        try connection?.flushDeferred()
         var all = result.outputs.map { OutgoingRecord(topic: $0.topic, key: Array($0.key.utf8), value: $0.value, headers: $0.headers) }
         for letter in result.deadLetters {
             all.append(letter.record.outgoing(topic: Topic.deadLetter))
