@@ -21,6 +21,10 @@ final class DeferredStatementTests: PGTestCase {
         return (table, "\(table)_seq")
     }
 
+    private func insertRow(_ table: String, _ id: Int, _ value: String) -> SQL {
+        "INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(id), \(value))"
+    }
+
     private func drawn(_ sequence: String) throws -> Bool {
         try XCTUnwrap(try connect().query("SELECT is_called FROM \(unsafeSQL: sequence)").first).bool("is_called")
     }
@@ -33,7 +37,7 @@ final class DeferredStatementTests: PGTestCase {
         let conn = try connect()
         let (table, sequence) = try makeTable(conn)
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
         try conn.executeDeferred("UPDATE \(unsafeSQL: table) SET v = v || \("b") WHERE id = \(1)")
         XCTAssertTrue(conn.inTransaction)
         XCTAssertFalse(try drawn(sequence), "nothing reached the server yet")
@@ -42,7 +46,7 @@ final class DeferredStatementTests: PGTestCase {
         XCTAssertTrue(try row.bool("writing"), "in the transaction the BEGIN opened")
         XCTAssertTrue(try drawn(sequence))
         XCTAssertEqual(try ids(table), [], "not committed yet")
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(2), \("c"))")
+        try conn.executeDeferred(insertRow(table, 2, "c"))
         try conn.commit()
         XCTAssertFalse(conn.inTransaction)
         XCTAssertEqual(try ids(table), [1, 2], "the COMMIT carried the last deferred write")
@@ -52,8 +56,8 @@ final class DeferredStatementTests: PGTestCase {
         let conn = try connect()
         let (table, _) = try makeTable(conn)
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("duplicate"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
+        try conn.executeDeferred(insertRow(table, 1, "duplicate"))
         try conn.executeDeferred("CREATE TABLE \(unsafeSQL: table)_after (x int)")
         XCTAssertThrowsError(try conn.query("SELECT 1 AS one")) { error in
             let failure = error as? PGError
@@ -64,17 +68,17 @@ final class DeferredStatementTests: PGTestCase {
         try conn.rollback()
         XCTAssertFalse(conn.inTransaction)
         XCTAssertEqual(try conn.query("SELECT to_regclass(\(table + "_after")) IS NULL AS absent").first?.bool("absent"), true)
-        try conn.transaction { tx in try tx.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(3), \("later"))") }
+        try conn.transaction { tx in try tx.executeDeferred(insertRow(table, 3, "later")) }
         XCTAssertEqual(try ids(table), [3], "the connection goes on")
     }
 
     func testACommitWhoseDeferredWriteFailsCommitsNothing() throws {
         let conn = try connect()
         let (table, _) = try makeTable(conn)
-        try conn.execute("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("before"))")
+        try conn.execute(insertRow(table, 1, "before"))
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(2), \("a"))")
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("duplicate"))")
+        try conn.executeDeferred(insertRow(table, 2, "a"))
+        try conn.executeDeferred(insertRow(table, 1, "duplicate"))
         XCTAssertThrowsError(try conn.commit()) { error in XCTAssertEqual((error as? PGError)?.isUniqueViolation, true, "\(error)") }
         XCTAssertFalse(conn.inTransaction, "rolled back")
         XCTAssertEqual(try ids(table), [1])
@@ -84,12 +88,12 @@ final class DeferredStatementTests: PGTestCase {
         let conn = try connect()
         let (table, _) = try makeTable(conn)
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("sent"))")
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(2), \("nul \u{0} byte"))")
+        try conn.executeDeferred(insertRow(table, 1, "sent"))
+        try conn.executeDeferred(insertRow(table, 2, "nul \u{0} byte"))
         XCTAssertThrowsError(try conn.commit()) { error in XCTAssertEqual((error as? PGError)?.kind, .invalidParameter, "\(error)") }
         XCTAssertFalse(conn.inTransaction)
         XCTAssertEqual(try ids(table), [], "the write sent before it is not committed either")
-        try conn.transaction { tx in try tx.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(3), \("later"))") }
+        try conn.transaction { tx in try tx.executeDeferred(insertRow(table, 3, "later")) }
         XCTAssertEqual(try ids(table), [3])
     }
 
@@ -97,13 +101,13 @@ final class DeferredStatementTests: PGTestCase {
         let conn = try connect()
         let (table, sequence) = try makeTable(conn)
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
         try conn.rollback()
         XCTAssertFalse(conn.inTransaction)
         XCTAssertFalse(try drawn(sequence), "never sent")
         try conn.begin()
         _ = try conn.query("SELECT 1 AS one")
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(2), \("b"))")
+        try conn.executeDeferred(insertRow(table, 2, "b"))
         try conn.rollback()
         XCTAssertFalse(try drawn(sequence), "dropped after the transaction had started on the server too")
         XCTAssertEqual(try ids(table), [])
@@ -112,7 +116,7 @@ final class DeferredStatementTests: PGTestCase {
     func testOutsideATransactionADeferredWriteRunsAtOnce() throws {
         let conn = try connect()
         let (table, _) = try makeTable(conn)
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
         XCTAssertFalse(conn.inTransaction)
         XCTAssertEqual(try ids(table), [1])
     }
@@ -144,12 +148,12 @@ final class DeferredStatementTests: PGTestCase {
         let (table, sequence) = try makeTable(conn)
         try conn.begin()
         try conn.flushDeferred()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
         try conn.flushDeferred()
         XCTAssertTrue(try drawn(sequence), "sent")
         XCTAssertTrue(conn.inTransaction)
         XCTAssertFalse(conn.inFailedTransaction)
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("duplicate"))")
+        try conn.executeDeferred(insertRow(table, 1, "duplicate"))
         XCTAssertThrowsError(try conn.flushDeferred()) { error in XCTAssertEqual((error as? PGError)?.isUniqueViolation, true, "\(error)") }
         XCTAssertTrue(conn.inFailedTransaction)
         XCTAssertThrowsError(try conn.commit())
@@ -196,13 +200,13 @@ final class DeferredStatementTests: PGTestCase {
         let (table, _) = try makeTable(conn)
         let backend = try XCTUnwrap(conn.query("SELECT pg_backend_pid() AS pid").first).int("pid")
         try conn.begin()
-        try conn.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(1), \("a"))")
+        try conn.executeDeferred(insertRow(table, 1, "a"))
         _ = try connect().query("SELECT pg_terminate_backend(\(backend)::integer)")
         XCTAssertThrowsError(try conn.commit()) { error in XCTAssertEqual((error as? PGError)?.kind, .connection, "\(error)") }
         XCTAssertTrue(conn.isBroken)
         try conn.reset()
         XCTAssertEqual(try ids(table), [])
-        try conn.transaction { tx in try tx.executeDeferred("INSERT INTO \(unsafeSQL: table) (id, v) VALUES (\(2), \("b"))") }
+        try conn.transaction { tx in try tx.executeDeferred(insertRow(table, 2, "b")) }
         XCTAssertEqual(try ids(table), [2])
     }
 }

@@ -92,8 +92,10 @@ extension PGConnection {
         let outcome = Result { try readResults(expected, on: handle).suffix(last.count) }
         if PQexitPipelineMode(handle) != 1 {
             // Results we did not read would be taken for the next statement's: start afresh.
+            let unread = connectionFailure("the pipeline's results were not all read")
             close()
-            throw connectionFailure("the pipeline's results were not all read")
+            if case .failure(let error) = outcome { throw error }
+            throw unread
         }
         if let sendError { throw sendError }
         return Array(try outcome.get())
