@@ -26,18 +26,17 @@ public struct FenceStore {
             """))
     }
 
-    /// The SQLSTATE of a failed check (migration 16).
-    public static let fencedState = "SLF01"
-
-    /// Checks, inside the batch's transaction, that each partition is still at the generation this member
-    /// claimed (0: never claimed), taking FOR SHARE row locks: a claim waits for a batch already past its
-    /// check to commit, so effects and claims are serialised. Deferred: it goes with the COMMIT, which a
-    /// failed check (SQLSTATE `fencedState`) keeps from running.
-    public func check(group: String, partitions: [(topic: String, partition: Int32, claimed: Int64)]) throws {
-        try db.executeDeferred("""
-            SELECT storeledger_check_fence(\(group), \(partitions.map(\.topic))::text[], \(partitions.map { Int($0.partition) })::integer[],
-                                           \(partitions.map(\.claimed))::bigint[]) AS checked
-            """)
+    /// The partitions' current generations, FOR SHARE: a claim waits for a batch already past its
+    /// check to commit, so effects and claims are serialised.
+    public func currentGenerations(group: String, partitions: [(topic: String, partition: Int32)]) throws -> [Generation] {
+        try generations(try db.query("""
+            SELECT o.topic, o.partition, o.generation FROM partition_owners o
+            JOIN unnest(\(partitions.map(\.topic))::text[], \(partitions.map { Int($0.partition) })::integer[]) AS x(t, p)
+              ON o.topic = x.t AND o.partition = x.p
+            WHERE o.group_id = \(group)
+            ORDER BY o.topic, o.partition
+            FOR SHARE OF o
+            """))
     }
 
     private func generations(_ rows: PGRows) throws -> [Generation] {

@@ -403,34 +403,5 @@ public enum Schema {
             EXECUTE 'CREATE VIEW finance_transactions AS ' || finance_view;
         END $$;
         """),
-        Migration(version: 16, name: "partition fences checked inside PostgreSQL", sql: """
-        -- Issue 14: a batch's fence check (issue 9) read the partitions' generations and the stage compared
-        -- them, a round trip of its own before the COMMIT. Checked here, it travels in one pipeline with the
-        -- COMMIT: a partition claimed since (or never claimed: generation 0) raises SQLSTATE SLF01 and the
-        -- COMMIT does not run. FOR SHARE, as before: a claim waits for a batch already past its check.
-        -- A worker of the previous release keeps its own check; both read the same rows.
-        CREATE FUNCTION storeledger_check_fence(p_group text, p_topics text[], p_partitions integer[], p_claimed bigint[])
-        RETURNS integer LANGUAGE plpgsql AS $fence$
-        DECLARE
-            stale text;
-        BEGIN
-            PERFORM 1 FROM partition_owners o
-              JOIN unnest(p_topics, p_partitions) AS x(t, p) ON o.topic = x.t AND o.partition = x.p
-             WHERE o.group_id = p_group
-             ORDER BY o.topic, o.partition
-               FOR SHARE OF o;
-            SELECT string_agg(format('%s[%s] is at owner generation %s, this member claimed %s',
-                                     x.t, x.p, coalesce(o.generation::text, 'none'), coalesce(nullif(x.g, 0)::text, 'none')), '; ' ORDER BY x.t, x.p)
-              INTO stale
-              FROM unnest(p_topics, p_partitions, p_claimed) AS x(t, p, g)
-              LEFT JOIN partition_owners o ON o.group_id = p_group AND o.topic = x.t AND o.partition = x.p
-             WHERE o.generation IS DISTINCT FROM x.g;
-            IF stale IS NOT NULL THEN
-                RAISE EXCEPTION 'fenced: %', stale USING ERRCODE = 'SLF01';
-            END IF;
-            RETURN cardinality(p_topics);
-        END
-        $fence$;
-        """),
     ]
 }

@@ -6,11 +6,11 @@ import Store
 /// Fencing of zombie members (issue 9): Kafka fences a member evicted after a long pause only at
 /// its offset commit, after its PostgreSQL effects are already durable. So each member claims the
 /// partitions it is assigned in `partition_owners` (bumping their generation) before its first
-/// batch, and every batch checks, inside its transaction just before COMMIT (PostgreSQL does, in the
-/// COMMIT's round trip: migration 16), that each of its partitions still carries the generation this
-/// member claimed. A zombie that resumes after a newer owner claimed finds a newer generation and
-/// rolls back. The check takes FOR SHARE row locks, so a claim waits for a batch already past its
-/// check to commit: effects and claims are serialised.
+/// batch, and every batch checks, inside its transaction just before COMMIT, that each of its
+/// partitions still carries the generation this member claimed. A zombie that resumes after a
+/// newer owner claimed finds a newer generation and rolls back. The check takes FOR SHARE row
+/// locks, so a claim waits for a batch already past its check to commit: effects and claims are
+/// serialised.
 struct PartitionFence {
     let groupId: String
     /// Who claimed, for operators reading the table.
@@ -39,10 +39,25 @@ struct PartitionFence {
         pending = nil
     }
 
-    /// Inside the batch's transaction, deferred to the COMMIT: unless every partition is still ours, the
-    /// COMMIT fails with `FenceStore.fencedState` and does not run.
+    /// Inside the batch's transaction: throws `Fenced` unless every partition is still ours.
     func check(_ partitions: Set<PartitionID>, _ db: PGConnection) throws {
         guard !partitions.isEmpty else { return }
-        try FenceStore(db).check(group: groupId, partitions: partitions.sorted().map { ($0.topic, $0.partition, claimed[$0] ?? 0) })
+        let list = partitions.sorted()
+        var current: [PartitionID: Int64] = [:]
+        for row in try FenceStore(db).currentGenerations(group: groupId, partitions: list.map { ($0.topic, $0.partition) }) {
+            current[PartitionID(topic: row.topic, partition: row.partition)] = row.generation
+        }
+        for partition in list where current[partition] == nil || current[partition] != claimed[partition] {
+            throw Fenced(partition: partition, ours: claimed[partition], current: current[partition])
+        }
+    }
+
+    struct Fenced: Error, CustomStringConvertible {
+        let partition: PartitionID
+        let ours: Int64?
+        let current: Int64?
+        var description: String {
+            "fenced: \(partition) is at owner generation \(current.map(String.init) ?? "none"), this member claimed \(ours.map(String.init) ?? "none")"
+        }
     }
 }

@@ -216,6 +216,8 @@ public enum StageFailure {
         switch error {
         case let failure as PermanentFailure:
             return .permanent(kind: failure.kind, reason: failure.reason)
+        case let fenced as PartitionFence.Fenced:
+            return .fenced(fenced.description)
         case let retry as DecodeRetry:
             return .retryable(retry.reason)
         case let stage as StageError:
@@ -246,12 +248,11 @@ public enum StageFailure {
         case .invalidParameter, .decoding: return .permanent(kind: "database_rejected", reason: error.description)
         case .server:
             let state = error.sqlState ?? ""
-            if state == FenceStore.fencedState { return .fenced(error.message) }
             if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
             // 57014: our statement_timeout cancelled it (a hung or overloaded server), not the record's fault.
             if state.hasPrefix("08") || state.hasPrefix("57P") || state == "57014" { return .infrastructure(error.description) }
-            // A missing table, column or function is a deployment error (migrations not applied): never dead-letter for it.
-            if state == "42P01" || state == "42703" || state == "42883" { return .critical(error.description) }
+            // A missing table or column is a deployment error (migrations not applied): never dead-letter for it.
+            if state == "42P01" || state == "42703" { return .critical(error.description) }
             return .retryable(error.description)
         case .usage, .migration, .embeddedServer: return .retryable(error.description)
         }
