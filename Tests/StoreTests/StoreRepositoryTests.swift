@@ -119,16 +119,15 @@ final class StoreRepositoryTests: PGTestCase {
         try dedupe.save([DedupeStore.PurchaseRow(subscriptionKey: "s-1", purchase: purchase)])
         try dedupe.record(firstSeen: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")],
                           repeated: [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc"): 2])
-        XCTAssertEqual(try dedupe.purchases(of: ["s-1", "s-2"]), ["s-1": [purchase]])
         let asked = [("s-1", "uuid:abc"), ("s-1", "uuid:def"), ("s-2", "uuid:abc"), ("s-1", "uuid:abc")]
-        XCTAssertEqual(try dedupe.seen(asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) }),
-                       [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")], "exactly the pairs seen, once each")
-        XCTAssertEqual(try dedupe.seen([]), [])
+        let both = try dedupe.batchState(of: ["s-1", "s-2"], inputs: asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) })
+        XCTAssertEqual(both.known, ["s-1": [purchase]])
+        XCTAssertEqual(both.seen, [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")], "exactly the pairs seen, once each")
+        XCTAssertEqual(try dedupe.batchState(of: [], inputs: []).seen, [])
         try db.transaction { tx in
-            let both = try DedupeStore(tx).batchState(of: ["s-1", "s-2"], inputs: asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) })
-            XCTAssertEqual(both.known, ["s-1": [purchase]], "the batch's two lookups in one round trip read as each alone")
-            XCTAssertEqual(both.seen, [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")])
-            XCTAssertEqual(try DedupeStore(tx).batchState(of: [], inputs: []).seen, [])
+            let inBatch = try DedupeStore(tx).batchState(of: ["s-1", "s-2"], inputs: asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) })
+            XCTAssertEqual(inBatch.known, ["s-1": [purchase]], "inside a stage's transaction too")
+            XCTAssertEqual(inBatch.seen, [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")])
         }
         let sightings = try dedupe.sightings(["uuid:abc", "uuid:zzz"])
         XCTAssertEqual(sightings.map(\.eventKey), ["uuid:abc"])
@@ -145,7 +144,7 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertFalse(try SupportQueries(db).isKnownUser("u-2"))
 
         try dedupe.forget(["s-1"])
-        XCTAssertEqual(try dedupe.purchases(of: ["s-1"]), [:])
+        XCTAssertEqual(try dedupe.batchState(of: ["s-1"], inputs: []).known, [:])
         XCTAssertEqual(try dedupe.sightings(["uuid:abc"]), [])
         XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-1b"), [])
     }
@@ -454,8 +453,10 @@ final class StoreRepositoryTests: PGTestCase {
         func lookups(_ connection: PGConnection) throws {
             let keys = (40_000..<40_080).map { "s-\($0)" }, users = (40_000..<40_080).map { "u-\($0)" }
             for _ in 0..<2 {
-                XCTAssertTrue(try DedupeStore(connection).purchases(of: keys).isEmpty)
-                XCTAssertTrue(try DedupeStore(connection).seen(keys.map { DedupeStore.SeenEvent(subscriptionKey: $0, eventKey: "e-\($0)") }).isEmpty)
+                let dedupe = try DedupeStore(connection).batchState(
+                    of: keys, inputs: keys.map { DedupeStore.SeenEvent(subscriptionKey: $0, eventKey: "e-\($0)") })
+                XCTAssertTrue(dedupe.known.isEmpty)
+                XCTAssertTrue(dedupe.seen.isEmpty)
                 XCTAssertTrue(try MembershipStore(connection).states(ofUsers: users, excluding: keys).isEmpty)
                 try MembershipStore(connection).replaceUserMembership(users: users, with: [])
                 // Two key lists, as dedupe asked before it asked for pairs: the one lookup here that the

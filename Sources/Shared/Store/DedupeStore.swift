@@ -38,18 +38,8 @@ public struct DedupeStore {
         ]
     }
 
-    /// The known purchases of these subscriptions, by subscription, in purchase id order.
-    public func purchases(of keys: [String]) throws -> [String: [KnownPurchase]] {
-        try Self.purchases(try db.query(Self.purchasesQuery(keys)))
-    }
-
-    /// Which of these inputs were seen before.
-    public func seen(_ inputs: [SeenEvent]) throws -> Set<SeenEvent> {
-        guard !inputs.isEmpty else { return [] }
-        return try Self.seen(try db.query(Self.seenQuery(inputs)))
-    }
-
-    /// A batch's lookups, `purchases(of:)` and `seen(_:)`, in one round trip.
+    /// A batch's lookups, in one round trip: the known purchases of these subscriptions (by subscription,
+    /// in purchase id order) and which of these inputs were seen before.
     public func batchState(of keys: [String], inputs: [SeenEvent]) throws -> (known: [String: [KnownPurchase]], seen: Set<SeenEvent>) {
         let answers = try db.queries([Self.purchasesQuery(keys), Self.seenQuery(inputs)])
         return (try Self.purchases(answers[0]), try Self.seen(answers[1]))
