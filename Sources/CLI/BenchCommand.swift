@@ -6,20 +6,20 @@ import Runtime
 /// Each suite lives in the Bench module (Sources/Tools/Bench), one file each, with a `run(_ arguments:) throws -> Int32`.
 struct BenchCommand: CLICommand {
     let name = "bench"
-    let summary = "Run a benchmark suite: decode | sign | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
-    let usage = "decode|sign|pipeline|e2e|scale|replay|all [suite options]"
-    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs"]
+    let summary = "Run a benchmark suite: decode | sign | fold | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
+    let usage = "decode|sign|fold|pipeline|e2e|scale|replay|all [suite options]"
+    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs", "subscriptions", "renewals"]
     let flagNames: Set<String> = ["json", "quick", "one-stack", "interleaved"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard let suite = arguments.positionals.first else { throw UsageError("name a suite") }
         let suites: [String: (Arguments) throws -> Int32] = [
             "decode": DecodeBench.run, "sign": SignBench.run, "pipeline": PipelineBench.run, "e2e": { try E2EBench.run($0) { try DevStack.start(.simulator(environment: $0, partitions: $1)) } },
-            "scale": ScaleBench.run, "replay": ReplayBench.run,
+            "scale": ScaleBench.run, "replay": ReplayBench.run, "fold": FoldBench.run,
         ]
         if suite == "all" {
             var status: Int32 = 0
-            for name in ["decode", "sign", "pipeline", "e2e"] { status = max(status, try suites[name]!(arguments)) }
+            for name in ["decode", "sign", "fold", "pipeline", "e2e"] { status = max(status, try suites[name]!(arguments)) }
             return status
         }
         guard let run = suites[suite] else { throw UsageError("unknown suite \(suite)") }

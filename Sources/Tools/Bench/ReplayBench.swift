@@ -36,7 +36,7 @@ public enum ReplayBench {
         let writer = MembershipWriter(db)
         let fillStarted = ContinuousClock.now
         for index in 0..<subscriptions {
-            for command in commands(subscription: index) {
+            for command in FoldBench.commands(subscription: index, renewals: 3, prefix: "bench") {
                 let bytes = TopicRecords.encode(command)
                 producer.send(topic: Topic.commands, key: Array(command.subscriptionKey.utf8), value: bytes) { _ in }
                 batch.append(command)
@@ -87,29 +87,5 @@ public enum ReplayBench {
         text += "  ledger entries before/after: \(ledger)/\(ledgerAfter)\n"
         FileHandle.standardOutput.write(Data(text.utf8))
         return ledgerAfter == ledger ? 0 : 1
-    }
-
-    /// One subscription's commands: a user link, SUBSCRIBED, three renewals, a refund of the last period.
-    static func commands(subscription index: Int) -> [MembershipCommand] {
-        let t0: Int64 = 1_709_251_200_000, month: Int64 = 30 * 86_400_000
-        let key = "bench-\(index)"
-        let cause = Cause(source: .notificationV2, eventId: "bench-\(index)")
-        var result = [MembershipCommand(commandId: "\(key)-link", subscriptionKey: key,
-                                        action: .linkUser(UserLink(userId: "user-\(index / 2)", via: UserLink.appAccountToken, claimedAtMs: t0)),
-                                        reason: "appAccountToken", cause: cause)]
-        for period in 0..<4 {
-            let start = t0 + Int64(period) * month
-            var grant = PurchaseGrant(purchaseId: "\(key)|p|\(period)", transactionId: "\(key)-\(period)", originalTransactionId: key,
-                                      productId: "vip.1m", productKind: .autoRenewable, group: "vip", startMs: start, endMs: start + month,
-                                      level: 1, durationDays: 30)
-            result.append(MembershipCommand(commandId: "\(key)-\(period)", subscriptionKey: key, action: .purchase(grant),
-                                            reason: period == 0 ? "SUBSCRIBED" : "DID_RENEW", cause: cause))
-            if period == 3 {
-                grant.cut = Cut(atMs: start + month / 2, kind: .refund)
-                result.append(MembershipCommand(commandId: "\(key)-refund", subscriptionKey: key, action: .purchase(grant),
-                                                reason: "REFUND", cause: cause))
-            }
-        }
-        return result
     }
 }

@@ -63,64 +63,20 @@ public struct MembershipWriter {
             try store.lockUsers(ordered)
             others = try store.states(ofUsers: ordered, excluding: keys)
         }
-        let original = MembershipBook(loaded + others)
-        var book = original
-        var described: [DescribedEntry] = []
-        // A replay's compensations say so in every entry they cause (issue 13).
-        for command in commands { described += ReplayCompensation.labelled(book.applyDescribing(command), by: command) }
-        let entries = described.map(\.entry)
-
-        let changed = keys.filter { book.subscriptions[$0] != original.subscriptions[$0] }
-        var affectedUsers: Set<String> = []
-        for key in changed {
-            if let user = book.subscriptions[key]?.userId { affectedUsers.insert(user) }
-            if let user = original.subscriptions[key]?.userId { affectedUsers.insert(user) }
+        let plan = MembershipPlan(commands, keys: keys, loaded: loaded, others: others)
+        if !plan.described.isEmpty {
+            let ids = try store.reserveEntryIds(plan.described.count)
+            try store.appendLedger(plan.ledgerRows(ids: ids))
+            // Issue 17: the outbox rows go in with their entries (same transaction), under the users' locks:
+            // an event exists if and only if its ledger entry does.
+            let outbox = plan.outboxRows(ids: ids, nowMs: currentTimeMs())
+            try store.appendOutbox(outbox)
+            Metrics.shared.increment("storeledger_outbox_events_total", by: Double(outbox.count))
         }
-        // Issue 17: the outbox rows go in with their entries (same transaction), under the users' locks.
-        try appendOutbox(described, entryIds: try appendLedger(entries))
-        try store.saveStates(changed.compactMap { key in book.subscriptions[key].map { SubscriptionRow($0, json: $0.json) } })
+        try store.saveStates(plan.states)
         // After the states: the finance rows take the grant facts from them.
-        try store.saveGrants(grantRows(changed.compactMap { key in book.subscriptions[key].map { ($0, original.subscriptions[key]) } }))
-        let viewUsers = affectedUsers.sorted()
-        try store.replaceUserMembership(users: viewUsers, with: userMembershipRows(viewUsers, book))
-        return Outcome(entries: entries.count, subscriptions: changed.count)
-    }
-
-    /// Returns the entries' ids, in order.
-    private func appendLedger(_ entries: [LedgerEntry]) throws -> [Int64] {
-        guard !entries.isEmpty else { return [] }
-        let ids = try MembershipStore(db).reserveEntryIds(entries.count)
-        var causes: [String: [UInt8]] = [:]   // one cause per command, shared by its entries
-        var rows: [LedgerRow] = []
-        rows.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
-            let cause = causes[entry.commandId] ?? entry.cause.json
-            causes[entry.commandId] = cause
-            rows.append(LedgerRow(id: ids[index], entry: entry, cause: cause))
-        }
-        try MembershipStore(db).appendLedger(rows)
-        return ids
-    }
-
-    /// R10: one finance row per purchase whose facts, granted interval or owner changed.
-    private func grantRows(_ pairs: [(SubscriptionState, SubscriptionState?)]) -> [GrantRow] {
-        var rows: [GrantRow] = []
-        for (state, before) in pairs {
-            let ownerChanged = state.userId != before?.userId
-            for (id, grant) in state.grants.sorted(by: { $0.key < $1.key }) {
-                guard ownerChanged || before?.grants[id] != grant || before?.granted[id] != state.granted[id]
-                        || before?.credited[id] != state.credited[id] else { continue }
-                rows.append(GrantRow(subscriptionKey: state.subscriptionKey, purchaseId: id, userId: state.userId, grant: grant,
-                                     granted: state.granted[id]))
-            }
-        }
-        return rows
-    }
-
-    /// The per-user projection of every user whose subscriptions changed (or moved).
-    private func userMembershipRows(_ users: [String], _ book: MembershipBook) -> [UserMembershipRow] {
-        users.flatMap { user in
-            groupMemberships(of: book.states(ofUser: user)).map { UserMembershipRow(userId: user, membership: $0, view: $0.json) }
-        }
+        try store.saveGrants(plan.grants)
+        try store.replaceUserMembership(users: plan.viewUsers, with: plan.userViews)
+        return Outcome(entries: plan.described.count, subscriptions: plan.states.count)
     }
 }
