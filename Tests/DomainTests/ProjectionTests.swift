@@ -77,3 +77,37 @@ struct SeededGenerator: RandomNumberGenerator {
         return state &* 0x2545_F491_4F6C_DD1D
     }
 }
+
+/// The per-user view's current product (support and the signer read it): the latest purchase that
+/// still grants something across the user's subscriptions, else the latest at all.
+final class CurrentProductTests: XCTestCase {
+    private func state(_ key: String, _ purchases: [(id: String, product: String, start: Int64, granted: Bool)]) -> SubscriptionState {
+        var state = SubscriptionState(subscriptionKey: key, userId: "u")
+        for p in purchases {
+            state.grants[p.id] = PurchaseGrant(purchaseId: p.id, transactionId: p.id, originalTransactionId: key, productId: p.product,
+                                              productKind: .autoRenewable, group: "vip", startMs: p.start, endMs: p.start + 100)
+            if p.granted { state.granted[p.id] = Interval(startMs: p.start, endMs: p.start + 100) }
+        }
+        return state
+    }
+
+    func testTheLatestGrantingPurchaseWinsOverALaterOneThatGrantsNothing() {
+        let a = state("a", [("a1", "vip.1m", 1_000, true), ("a2", "vip.1m", 2_000, true)])
+        let b = state("b", [("b1", "vip.plus.1m", 3_000, false)])   // refunded whole: grants nothing
+        let view = groupMemberships(of: [b, a])
+        XCTAssertEqual(view.map(\.currentProduct), ["vip.1m"])
+        XCTAssertEqual(view.first?.currentSubscriptionKey, "a")
+        XCTAssertEqual(view.first?.subscriptionKeys, ["a", "b"])
+    }
+
+    func testWithNothingGrantingTheLatestPurchaseAtAllIsCurrent() {
+        let a = state("a", [("a1", "vip.1m", 1_000, false)])
+        let b = state("b", [("b1", "vip.plus.1m", 3_000, false), ("b0", "vip.year", 2_000, false)])
+        XCTAssertEqual(groupMemberships(of: [a, b]).first?.currentProduct, "vip.plus.1m")
+    }
+
+    func testEqualStartsAreOrderedByPurchaseId() {
+        let a = state("a", [("p-2", "vip.year", 1_000, true), ("p-1", "vip.1m", 1_000, true)])
+        XCTAssertEqual(groupMemberships(of: [a]).first?.currentProduct, "vip.year")
+    }
+}

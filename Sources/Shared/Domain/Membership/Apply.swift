@@ -31,13 +31,14 @@ public struct MembershipBook: Sendable, Equatable {
     }
 
     public func balance(owner: String?, subscription key: String, group: String) -> Int {
-        owned(by: owner, subscription: key).reduce(0) { $0.saturatingAdding($1.balance(group: group)) }
+        ownedKeys(by: owner, subscription: key).reduce(0) { $0.saturatingAdding(subscriptions[$1]?.balance(group: group) ?? 0) }
     }
 
-    /// The owner's subscriptions (the subscription alone while it has no user).
-    func owned(by owner: String?, subscription key: String) -> [SubscriptionState] {
-        guard let owner else { return subscriptions[key].map { [$0] } ?? [] }
-        return (keysByUser[owner] ?? []).compactMap { subscriptions[$0] }
+    /// The keys of the owner's subscriptions (the subscription alone while it has no user): keys, not
+    /// states, since every ledger entry asks and an array of states copied each one.
+    func ownedKeys(by owner: String?, subscription key: String) -> Set<String> {
+        guard let owner else { return [key] }
+        return keysByUser[owner] ?? []
     }
 }
 
@@ -165,17 +166,19 @@ extension MembershipBook {
     /// interval, the commanded one first, and returns one entry per change.
     private mutating func reconcile(group: String, subscription key: String, _ command: MembershipCommand,
                                     leading: String?) -> [LedgerEntry] {
-        let state = subscriptions[key]!
-        var ids = state.grants.values.filter { $0.group == group && $0.productKind.grantsTime }.map(\.purchaseId)
-            + state.graces.filter { $0.value.group == group }.map(\.key)
+        var ids: [String] = []
+        for (id, grant) in subscriptions[key]!.grants where grant.group == group && grant.productKind.grantsTime { ids.append(id) }
+        for (id, grace) in subscriptions[key]!.graces where grace.group == group { ids.append(id) }
         ids.sort()
         if let leading, let index = ids.firstIndex(of: leading) {
             ids.remove(at: index)
             ids.insert(leading, at: 0)
         }
+        // Gathered once: the loop below changes only `granted`, which no target reads.
+        let facts = TargetFacts(subscriptions[key]!, group: group)
         var entries: [LedgerEntry] = []
         for id in ids {
-            let target = Target(of: id, in: subscriptions[key]!)
+            let target = Target(of: id, in: facts)
             for delta in GrantDelta.between(granted: subscriptions[key]!.granted[id], target: target.interval) {
                 let owner = subscriptions[key]!.userId
                 let before = entitlement(owner: owner, subscription: key, group: group)
@@ -354,7 +357,7 @@ extension MembershipBook {
                        before: [Interval], cutKind: Cut.Kind? = nil, reason: String) -> LedgerEntry {
         let key = command.subscriptionKey
         let after = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? before
-        let holdsUnits = group.map { group in owned(by: owner, subscription: key).contains { $0.holdsUnits(group: group) } } ?? false
+        let holdsUnits = group.map { group in ownedKeys(by: owner, subscription: key).contains { subscriptions[$0]?.holdsUnits(group: group) ?? false } } ?? false
         let balance = holdsUnits ? group.map { self.balance(owner: owner, subscription: key, group: $0) } : nil
         return LedgerEntry(kind: kind, subscriptionKey: key, userId: owner, purchaseId: purchase, productId: product,
                            group: group, interval: interval, amount: amount, before: before, after: after,
@@ -378,6 +381,24 @@ func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at
 extension ProductKind {
     /// Products whose purchases grant time (the others credit units or are unknown).
     var grantsTime: Bool { self == .autoRenewable || self == .nonRenewing || self == .nonConsumable }
+}
+
+/// What the targets of one group in one subscription read: its purchases, grace periods and their
+/// ends, and the group's auto-renewable periods in start order (then purchase id), gathered once per
+/// reconcile rather than per purchase (each copied the whole state and filtered every purchase).
+struct TargetFacts {
+    let grants: [String: PurchaseGrant]
+    let graces: [String: SubscriptionState.GraceRecord]
+    let graceEnds: [String: [Int64]]
+    let renewables: [PurchaseGrant]
+
+    init(_ state: SubscriptionState, group: String) {
+        grants = state.grants
+        graces = state.graces
+        graceEnds = state.graceEnds
+        renewables = state.grants.values.filter { $0.productKind == .autoRenewable && $0.group == group }
+            .sorted { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
+    }
 }
 
 /// What one purchase (or grace period) should be granted now, and what ends it.
@@ -404,12 +425,12 @@ struct Target {
     /// crossgrade takes effect immediately, R5; V2 says so only on the new transaction) unless it is
     /// the renewal charged early, which leaves the period it renews whole (a refund of that renewal
     /// before the period ends cuts only the renewal, R3).
-    init(of id: String, in state: SubscriptionState) {
-        if let grace = state.graces[id] {
-            self = Target(grace: grace, in: state)
+    init(of id: String, in facts: TargetFacts) {
+        if let grace = facts.graces[id] {
+            self = Target(grace: grace, in: facts)
             return
         }
-        guard let grant = state.grants[id], grant.productKind.grantsTime else {
+        guard let grant = facts.grants[id], grant.productKind.grantsTime else {
             self.init(interval: nil, endedBy: .period)
             return
         }
@@ -421,11 +442,12 @@ struct Target {
         }
         if grant.productKind == .autoRenewable {
             let end = interval.endOrMax
-            let successor = state.grants.values.filter {
-                $0.productKind == .autoRenewable && $0.group == grant.group && $0.purchaseId != id
-                    && $0.startMs > grant.startMs && $0.startMs < end.saturatingSubtracting(supersedeTolerance)
+            // The earliest later period of the group that is not this one's early renewal: the
+            // group's renewables are in start order, so the first that qualifies.
+            let successor = facts.renewables.first {
+                $0.purchaseId != id && $0.startMs > grant.startMs && $0.startMs < end.saturatingSubtracting(supersedeTolerance)
                     && !isEarlyRenewal($0, of: grant, periodEndMs: end)
-            }.min { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
+            }
             if let successor {
                 interval.endMs = successor.startMs
                 endedBy = .superseded(successor, switchKind(from: grant, to: successor))
@@ -436,12 +458,12 @@ struct Target {
 
     /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED, or at
     /// a refund or revocation of the group's purchases during the grace period.
-    init(grace: SubscriptionState.GraceRecord, in state: SubscriptionState) {
+    init(grace: SubscriptionState.GraceRecord, in facts: TargetFacts) {
         var interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
         var endedBy = EndedBy.period
         let within = { (at: Int64) in at >= grace.startMs && at < grace.endMs }
-        if let ended = state.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
-        let cuts = state.grants.values.filter { $0.group == grace.group }.compactMap(\.cut)
+        if let ended = facts.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
+        let cuts = facts.grants.values.filter { $0.group == grace.group }.compactMap(\.cut)
             .filter { ($0.kind == .refund || $0.kind == .revoke) && within($0.atMs) }
         if let cut = cuts.min(by: { ($0.atMs, $0.kind.rawValue) < ($1.atMs, $1.kind.rawValue) }), cut.atMs < interval.endOrMax {
             interval.endMs = cut.atMs

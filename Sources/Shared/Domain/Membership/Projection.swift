@@ -49,18 +49,28 @@ public struct GroupMembership: Codable, Sendable, Equatable {
 /// The membership of the given subscriptions (one user's, or a single one) per group.
 public func groupMemberships(of states: [SubscriptionState]) -> [GroupMembership] {
     let ordered = states.sorted { $0.subscriptionKey < $1.subscriptionKey }
-    let groups = Set(ordered.flatMap(\.groups)).sorted()
-    return groups.map { group in
-        let holders = ordered.filter { $0.groups.contains(group) }
+    var groups: Set<String> = []
+    for state in ordered {
+        for grant in state.grants.values { groups.insert(grant.group) }
+        for grace in state.graces.values { groups.insert(grace.group) }
+    }
+    return groups.sorted().map { group in
+        let holders = ordered.filter { $0.holds(group: group) }
         let intervals = Interval.union(holders.flatMap { $0.entitlement(group: group) })
         // The current product: the latest purchase that still grants something (else the latest at all).
-        let candidates = holders.flatMap { state in
-            state.grants.values.filter { $0.group == group }.map { (grant: $0, state: state) }
+        // One pass keeping the two latest, not arrays of every grant paired with its state: this runs
+        // for every user each membership batch touches.
+        var latestGranting: (grant: PurchaseGrant, state: SubscriptionState)?
+        var latestAny: (grant: PurchaseGrant, state: SubscriptionState)?
+        for state in holders {
+            for grant in state.grants.values where grant.group == group {
+                if latestAny.map({ isLater(grant, than: $0.grant) }) ?? true { latestAny = (grant, state) }
+                if state.granted[grant.purchaseId] != nil, latestGranting.map({ isLater(grant, than: $0.grant) }) ?? true {
+                    latestGranting = (grant, state)
+                }
+            }
         }
-        func latest(_ list: [(grant: PurchaseGrant, state: SubscriptionState)]) -> (grant: PurchaseGrant, state: SubscriptionState)? {
-            list.max { ($0.grant.startMs, $0.grant.purchaseId) < ($1.grant.startMs, $1.grant.purchaseId) }
-        }
-        let current = latest(candidates.filter { $0.state.granted[$0.grant.purchaseId] != nil }) ?? latest(candidates)
+        let current = latestGranting ?? latestAny
         let renewal = current?.grant.productKind == .autoRenewable ? current?.state.renewal : nil
         let pending = renewal?.autoRenewProductId.flatMap { $0 != current?.grant.productId ? $0 : nil }
         let hasUnits = holders.contains { $0.holdsUnits(group: group) }
@@ -73,6 +83,11 @@ public func groupMemberships(of states: [SubscriptionState]) -> [GroupMembership
             subscriptionKeys: holders.map(\.subscriptionKey),
             environments: Set(holders.compactMap(\.environment)).sorted())
     }
+}
+
+/// The later of two purchases by start, then purchase id: strictly, so the first of equals stays.
+private func isLater(_ grant: PurchaseGrant, than other: PurchaseGrant) -> Bool {
+    (other.startMs, other.purchaseId) < (grant.startMs, grant.purchaseId)
 }
 
 /// The ledger folded: what every purchase has been granted, per subscription, and who owns it.

@@ -64,6 +64,11 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
         grants.values.contains { $0.group == group && $0.productKind == .consumable }
     }
 
+    /// Whether a purchase or grace period of this subscription is in `group`.
+    public func holds(group: String) -> Bool {
+        grants.values.contains { $0.group == group } || graces.values.contains { $0.group == group }
+    }
+
     public var groups: [String] { Array(Set(grants.values.map(\.group)).union(graces.values.map(\.group))).sorted() }
 
     private enum CodingKeys: String, CodingKey {
