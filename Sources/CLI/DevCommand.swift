@@ -200,10 +200,7 @@ enum DevSigningKey {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])
         let file = directory + "/AuthKey_\(keyId).p8"
-        guard FileManager.default.createFile(atPath: file, contents: Data(try P256PrivateKey.generate().pkcs8PEM().utf8),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw DevError("cannot write the dev signing key")
-        }
+        try PrivateFile.write(Array(try P256PrivateKey.generate().pkcs8PEM().utf8), to: file)
         return (directory, file)
     }
 }

@@ -2,6 +2,7 @@ import Auth
 import Configuration
 import Crypto
 import Foundation
+import Runtime
 
 /// The credentials `storeledger dev` makes for one run, so the defaults stay strict and everything
 /// works out of the box: a service API key, an admin (support) key, an HS256 secret for end-user
@@ -28,9 +29,7 @@ struct DevCredentials {
         let secret = try SecureRandom.bytes(count: 32)
         let file = directory + "/jwt-hs256.secret"
         let encoded = Base64URL.encode(secret)
-        guard FileManager.default.createFile(atPath: file, contents: Data(encoded.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw DevError("cannot write the dev token secret")
-        }
+        try PrivateFile.write(Array(encoded.utf8), to: file)
         let v1 = environment[Setting.v1SharedSecrets.name] ?? given.raw(.v1SharedSecrets)
         let generatedKey = try APIKeyRing.generateKey(prefix: "slk_dev")
         let generatedV1 = "dev-v1-" + Base64URL.encode(try SecureRandom.bytes(count: 12))

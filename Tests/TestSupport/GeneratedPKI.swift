@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Runtime
 
 /// StoreLedger's own test keys, made once per test process: an Apple-shaped chain (root →
 /// intermediate marked `…100.6.2.1` → leaf marked `…100.6.11.1`, strict-valid X.509) that signs
@@ -51,10 +52,7 @@ public struct GeneratedPKI: Sendable {
     private func write() throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Data(chain.root.certificate.pem.utf8).write(to: URL(fileURLWithPath: rootPath))
-        guard FileManager.default.createFile(atPath: offerKeyPath, contents: Data(try offerKey.pkcs8PEM().utf8),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: offerKeyPath])
-        }
+        try PrivateFile.write(Array(try offerKey.pkcs8PEM().utf8), to: offerKeyPath)
     }
 
     /// The negative cases of Apple's ChainVerifier tests, issued under this chain's root with fresh

@@ -188,9 +188,7 @@ public enum SignBench {
 
     private static func temporaryKeyFile(_ key: P256PrivateKey) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bench-sign-\(UUID().uuidString).p8").path
-        guard FileManager.default.createFile(atPath: path, contents: Data(try key.pkcs8PEM().utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw UsageError("cannot write a temporary key file")
-        }
+        try PrivateFile.write(Array(try key.pkcs8PEM().utf8), to: path)
         return path
     }
 

@@ -1,6 +1,7 @@
 import Configuration
 import Crypto
 import Foundation
+import Runtime
 
 /// Everything StoreLedger's workers need to accept the simulated App Store as if it were Apple:
 /// its root certificate (JWS and receipts), bundle id, app Apple id, environments, the V1 shared
@@ -31,10 +32,7 @@ public struct SimulatorSetup: Sendable {
             offerKey = try P256PrivateKey(pem: pem)
         } else {
             offerKey = try P256PrivateKey.generate()
-            guard FileManager.default.createFile(atPath: keyPath, contents: Data(try offerKey.pkcs8PEM().utf8),
-                                                 attributes: [.posixPermissions: 0o600]) else {
-                throw SimulatorError("cannot write \(keyPath)")
-            }
+            try PrivateFile.write(Array(try offerKey.pkcs8PEM().utf8), to: keyPath)
         }
         let root = "\(directory)/\(SimulatorPKI.rootFile)"
         var environment = [

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Runtime
 
 /// The simulated App Store's signing keys: one Apple-shaped chain (root → intermediate with
 /// `…100.6.2.1` → leaf with `…100.6.11.1`) signs V2 JWS (`x5c`) and PKCS#7 receipts alike.
@@ -63,10 +64,7 @@ public final class SimulatorPKI: Sendable {
         for (name, issued) in [("root", chain.root), ("intermediate", chain.intermediate), ("leaf", chain.leaf)] {
             try Data(issued.certificate.pem.utf8).write(to: URL(fileURLWithPath: "\(directory)/\(name).pem"))
             let keyPath = "\(directory)/\(name).key"
-            guard FileManager.default.createFile(atPath: keyPath, contents: Data(try issued.key.pkcs8PEM().utf8),
-                                                 attributes: [.posixPermissions: 0o600]) else {
-                throw SimulatorError("cannot write \(keyPath)")
-            }
+            try PrivateFile.write(Array(try issued.key.pkcs8PEM().utf8), to: keyPath)
         }
     }
 
