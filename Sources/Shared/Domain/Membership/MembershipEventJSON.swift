@@ -105,24 +105,24 @@ struct SortedKeyJSON {
         needsComma = true
     }
 
-    mutating func object(_ key: String, _ body: (inout SortedKeyJSON) -> Void) {
+    mutating func object(_ key: StaticString, _ body: (inout SortedKeyJSON) -> Void) {
         self.key(key)
         object(body)
     }
 
-    mutating func string(_ key: String, _ value: String?) {
+    mutating func string(_ key: StaticString, _ value: String?) {
         guard let value else { return }
         self.key(key)
         quoted(value)
     }
 
-    mutating func int<T: BinaryInteger>(_ key: String, _ value: T?) {
+    mutating func int<T: BinaryInteger>(_ key: StaticString, _ value: T?) {
         guard let value else { return }
         self.key(key)
         int(value)
     }
 
-    mutating func bool(_ key: String, _ value: Bool?) {
+    mutating func bool(_ key: StaticString, _ value: Bool?) {
         guard let value else { return }
         self.key(key)
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
@@ -133,7 +133,7 @@ struct SortedKeyJSON {
         int("startMs", interval.startMs)
     }
 
-    mutating func intervals(_ key: String, _ values: [Interval]) {
+    mutating func intervals(_ key: StaticString, _ values: [Interval]) {
         self.key(key)
         intervals(values)
     }
@@ -183,6 +183,17 @@ struct SortedKeyJSON {
         needsComma = true
     }
 
+    /// A member name of ours: a literal of plain ASCII letters, copied as it is (the escape scan and
+    /// the String it ran on were 10–14 % of the states' and events' JSON, callgrind).
+    mutating func key(_ key: StaticString) {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        needsComma = true
+    }
+
+    /// A member name from data (a dictionary's key), escaped.
     mutating func key(_ key: String) {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
         quoted(key)

@@ -199,7 +199,7 @@ extension RenewalState {
 }
 
 extension SortedKeyJSON {
-    mutating func strings(_ key: String, _ values: [String]) {
+    mutating func strings(_ key: StaticString, _ values: [String]) {
         self.key(key)
         array(values) { $0.quotedValue($1) }
     }
@@ -209,7 +209,7 @@ extension SortedKeyJSON {
     }
 
     /// A JSON object from a dictionary, its keys in order (jsonb keeps no order; the bytes stay stable).
-    mutating func dictionary<Value>(_ key: String, _ values: [String: Value], _ write: (inout SortedKeyJSON, Value) -> Void) {
+    mutating func dictionary<Value>(_ key: StaticString, _ values: [String: Value], _ write: (inout SortedKeyJSON, Value) -> Void) {
         object(key) { out in
             for entry in values.sorted(by: { $0.key < $1.key }) {
                 out.key(entry.key)
