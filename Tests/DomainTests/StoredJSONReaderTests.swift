@@ -33,6 +33,10 @@ final class StoredJSONReaderTests: XCTestCase {
             #"{"credited":{"p":-0},"future":{"empty":{},"nested":[1,-2,{"a":[true,false,null,"s"]}]},"recordedCommands":[],"subscriptionKey":"s"}"#,
             #" { "renewal" : { "asOfMs" : 5 , "pendingChange" : null } , "graceEnds" : { "vip" : [ 1 , 2 ] } , "subscriptionKey" : "s" } "#,
             #"{"factPositions":{"p":{"offset":0,"partition":2147483647,"topic":"t"}},"subscriptionKey":"\u0073"}"#,
+            // Member names escaped or not ASCII: decoded, matched and ordered as Strings, also next to plain ones.
+            #"{"\u0073ubscriptionKey":"s","\u0075serId":"u"}"#,
+            #"{"claims":{"\/x|y":2,"é|u":1},"subscriptionKey":"s"}"#,
+            #"{"claims":{"a|b":1,"\/x|y":2},"subscriptionKey":"s"}"#,
         ]
         for document in documents {
             let bytes = Array(document.utf8)
@@ -42,6 +46,8 @@ final class StoredJSONReaderTests: XCTestCase {
         let escaped = try XCTUnwrap(Self.read(SubscriptionState.self, Array(documents[0].utf8)))
         XCTAssertEqual(escaped.subscriptionKey, "a\"b\\c/d\u{8}\u{c}\n\r\té€😀")
         XCTAssertEqual(escaped.claims["x|y"], Int64.min)
+        XCTAssertEqual(try XCTUnwrap(Self.read(SubscriptionState.self, Array(documents[4].utf8))).userId, "u")
+        XCTAssertEqual(try XCTUnwrap(Self.read(SubscriptionState.self, Array(documents[5].utf8))).claims, ["/x|y": 2, "é|u": 1])
     }
 
     /// Strings are skipped eight bytes at a time until a quote, escape, control or non-ASCII byte: each of
@@ -72,6 +78,7 @@ final class StoredJSONReaderTests: XCTestCase {
             #"{"subscriptionKey":"\x"}"#,
             #"{"credited":{"p":1,"p":2},"subscriptionKey":"s"}"#,      // a name twice (JSONDecoder keeps the first)
             #"{"subscriptionKey":"first","subscriptionKey":"last"}"#,
+            #"{"subscriptionKey":"first","\u0073ubscriptionKey":"last"}"#,   // the same name, once escaped
             #"{"userId":"u","claims":{},"subscriptionKey":"s"}"#,       // in neither order our rows have
             #"{"grants":{"p":{"finance":{"isIntro":false,"isTrial":false},"group":"g","originalTransactionId":"o","productId":"x","productKind":"gift","purchaseId":"p","startMs":1,"transactionId":"t"}},"subscriptionKey":"s"}"#,
             #"{"grants":{"p":{"group":"g","originalTransactionId":"o","productId":"x","productKind":"consumable","purchaseId":"p","startMs":1,"transactionId":"t"}},"subscriptionKey":"s"}"#,

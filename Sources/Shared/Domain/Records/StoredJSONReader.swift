@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Reads back the JSON documents StoreLedger stores and loads per event (`subscriptions.state`,
 /// `purchases.state`, written by `StateJSON`) without Foundation: JSONDecoder spent ~120 µs on each
 /// 3 kB state, more than the whole fold of the event that loaded it.
@@ -36,17 +40,17 @@ public struct StoredJSONReader {
     /// The names must come in one of the two orders StoreLedger's rows have: sorted (our writer) or by
     /// length, then bytes (jsonb's print, the rows written while the columns were jsonb). Strictly in
     /// order means no name twice, where JSONDecoder would keep the first and this reader the last.
-    public mutating func object(_ member: (inout StoredJSONReader, String) throws -> Void) throws {
+    public mutating func object(_ member: (inout StoredJSONReader, MemberName) throws -> Void) throws {
         try open(UInt8(ascii: "{"))
         if try consume(UInt8(ascii: "}")) { return close() }
-        var previous: String?
+        var previous: MemberName?
         var sorted = true, byLength = true
         repeat {
-            let name = try string()
+            let name = try memberName()
             if let previous {
-                let (shorter, longer) = (previous.utf8.count, name.utf8.count)
-                sorted = sorted && previous < name
-                byLength = byLength && (shorter < longer || (shorter == longer && previous < name))
+                let (less, shorter, longer) = previous.compared(to: name)
+                sorted = sorted && less
+                byLength = byLength && (shorter < longer || (shorter == longer && less))
                 guard sorted || byLength else { throw Decline() }
             }
             previous = name
@@ -54,6 +58,34 @@ public struct StoredJSONReader {
             try member(&self, name)
         } while try separator(closing: UInt8(ascii: "}"))
         close()
+    }
+
+    /// A member's name as the document has it when it is plain ASCII without escapes (every name our
+    /// rows hold but data keys with other characters): a `case "literal":` compares bytes and no
+    /// String is made. Other names are decoded as `string()` decodes them. Valid only inside the
+    /// `object` call that passed it.
+    public struct MemberName {
+        fileprivate let ascii: UnsafeBufferPointer<UInt8>?
+        fileprivate let decoded: String?
+
+        public var string: String { decoded ?? String(decoding: ascii!, as: UTF8.self) }
+
+        public static func ~= (pattern: StaticString, name: MemberName) -> Bool {
+            guard let ascii = name.ascii else { return pattern.withUTF8Buffer { String(decoding: $0, as: UTF8.self) } == name.decoded! }
+            return pattern.utf8CodeUnitCount == ascii.count
+                && (ascii.isEmpty || memcmp(pattern.utf8Start, ascii.baseAddress!, ascii.count) == 0)
+        }
+
+        /// Whether `self` sorts before `other` (as String's `<` orders them), and both lengths in UTF-8.
+        fileprivate func compared(to other: MemberName) -> (less: Bool, count: Int, otherCount: Int) {
+            guard let a = ascii, let b = other.ascii else {
+                let (x, y) = (string, other.string)
+                return (x < y, x.utf8.count, y.utf8.count)
+            }
+            let common = min(a.count, b.count)
+            let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
+            return (order < 0 || (order == 0 && a.count < b.count), a.count, b.count)
+        }
     }
 
     public mutating func array(_ element: (inout StoredJSONReader) throws -> Void) throws {
@@ -66,7 +98,7 @@ public struct StoredJSONReader {
     /// An object of `T` by member name (a Swift dictionary, as JSONDecoder makes one).
     public mutating func dictionary<T>(_ value: (inout StoredJSONReader) throws -> T) throws -> [String: T] {
         var result: [String: T] = [:]
-        try object { reader, name in result[name] = try value(&reader) }
+        try object { reader, name in result[name.string] = try value(&reader) }
         return result
     }
 
@@ -159,6 +191,27 @@ public struct StoredJSONReader {
             }
             if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
             guard byte >= 0x20 else { throw Decline() }
+            index += 1
+        }
+        throw Decline()
+    }
+
+    /// A member's name: the document's bytes while they are plain ASCII up to the closing quote,
+    /// else (an escape, a non-ASCII byte) the name decoded by `string()` from its opening quote.
+    private mutating func memberName() throws -> StoredJSONReader.MemberName {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        if let base = bytes.baseAddress { index = PlainASCII.wordsEnd(base, from: index, end: bytes.count) }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                return MemberName(ascii: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), decoded: nil)
+            }
+            if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 {
+                index = start - 1
+                return MemberName(ascii: nil, decoded: try string())
+            }
             index += 1
         }
         throw Decline()
