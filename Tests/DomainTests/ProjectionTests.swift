@@ -1,4 +1,5 @@
 @testable import Domain
+import TestSupport
 import XCTest
 
 /// The ledger is the truth: folding it gives exactly the stored grants; feeding the scenario set
@@ -49,6 +50,29 @@ final class ProjectionTests: XCTestCase {
             for key in reference.book.subscriptions.keys {
                 XCTAssertEqual(t.state(key).renewal?.autoRenewProductId, reference.state(key).renewal?.autoRenewProductId, key)
                 XCTAssertEqual(t.state(key).granted, reference.state(key).granted, key)
+            }
+        }
+    }
+
+    /// The union covers exactly the instants its inputs cover, as sorted, disjoint, non-touching
+    /// intervals: checked at every boundary and its neighbours over random lists, empty and
+    /// open-ended intervals included.
+    func testIntervalUnionCoversWhatItsInputsCover() {
+        var generator = SplitMix64(seed: 0x0A11_0F)
+        for _ in 0..<2_000 {
+            let inputs = (0..<Int.random(in: 0...7, using: &generator)).map { _ -> Interval in
+                let start = Int64.random(in: 0...40, using: &generator)
+                let end: Int64? = Int.random(in: 0..<8, using: &generator) == 0 ? nil : Int64.random(in: 0...44, using: &generator)
+                return interval(start, end)
+            }
+            let union = Interval.union(inputs)
+            for (a, b) in zip(union, union.dropFirst()) {
+                XCTAssertLessThan(a.endOrMax, b.startMs, "\(inputs) → \(union)")
+            }
+            XCTAssertFalse(union.contains { $0.isEmpty }, "\(inputs) → \(union)")
+            let probes = Set(inputs.flatMap { [$0.startMs - 1, $0.startMs, $0.startMs + 1] + ($0.endMs.map { [$0 - 1, $0, $0 + 1] } ?? [10_000]) })
+            for at in probes {
+                XCTAssertEqual(union.contains { $0.contains(at) }, inputs.contains { $0.contains(at) }, "at \(at): \(inputs) → \(union)")
             }
         }
     }

@@ -21,7 +21,9 @@ public struct MembershipBook: Sendable, Equatable {
     }
 
     public func userEntitlement(_ user: String, group: String) -> [Interval] {
-        Interval.union((keysByUser[user] ?? []).flatMap { subscriptions[$0]?.entitlement(group: group) ?? [] })
+        var intervals: [Interval] = []
+        for key in keysByUser[user] ?? [] { subscriptions[key]?.collectEntitlement(group: group, into: &intervals) }
+        return Interval.union(intervals)
     }
 
     /// The entitlement of `owner` (a user), or of the subscription alone while it has no user.

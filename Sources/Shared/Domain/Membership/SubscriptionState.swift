@@ -51,7 +51,14 @@ public struct SubscriptionState: Codable, Sendable, Equatable {
 
     /// The entitlement of one group: the union of its purchases' granted intervals.
     public func entitlement(group: String) -> [Interval] {
-        Interval.union(granted.compactMap { id, interval in self.group(of: id) == group ? interval : nil })
+        var intervals: [Interval] = []
+        collectEntitlement(group: group, into: &intervals)
+        return Interval.union(intervals)
+    }
+
+    /// The group's granted intervals, appended as they are (not yet a union).
+    func collectEntitlement(group: String, into intervals: inout [Interval]) {
+        for (id, interval) in granted where self.group(of: id) == group { intervals.append(interval) }
     }
 
     /// Consumable units held in one group (may be negative after a refund, R13).
