@@ -182,7 +182,7 @@ public struct StoredJSONReader {
     public mutating func string() throws -> String {
         try expect(UInt8(ascii: "\""))
         let start = index
-        if let base = bytes.baseAddress { index = PlainASCII.wordsEnd(base, from: index, end: bytes.count) }
+        if skipPlainASCII() { return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), as: UTF8.self) }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
@@ -201,20 +201,25 @@ public struct StoredJSONReader {
     private mutating func memberName() throws -> StoredJSONReader.MemberName {
         try expect(UInt8(ascii: "\""))
         let start = index
+        if skipPlainASCII() { return MemberName(ascii: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), decoded: nil) }
+        index = start - 1
+        return MemberName(ascii: nil, decoded: try string())
+    }
+
+    /// From just after an opening quote, past plain ASCII text: true with the closing quote consumed,
+    /// false at the first escape, control or non-ASCII byte (or the end), which the caller decodes.
+    private mutating func skipPlainASCII() -> Bool {
         if let base = bytes.baseAddress { index = PlainASCII.wordsEnd(base, from: index, end: bytes.count) }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 index += 1
-                return MemberName(ascii: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), decoded: nil)
+                return true
             }
-            if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 {
-                index = start - 1
-                return MemberName(ascii: nil, decoded: try string())
-            }
+            if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 { return false }
             index += 1
         }
-        throw Decline()
+        return false
     }
 
     /// A `RawRepresentable` string (an enum): a raw value it does not know declines, as JSONDecoder throws.
