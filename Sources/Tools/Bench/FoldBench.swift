@@ -15,7 +15,7 @@ import Store
 /// Traffic: `--subscriptions` (default 10,000; --quick 2,000) subscriptions, two per user, each a user
 /// link, SUBSCRIBED, `--renewals` renewals (default 11, a year of monthly periods) and a refund of the
 /// last period, interleaved as a stage sees them (every subscription's first command, then every
-/// second, …) in batches of `STORELEDGER_BENCH_BATCH` (default 500). Each batch starts from the
+/// second, …) in batches of `Setting.benchBatch` (default 500). Each batch starts from the
 /// states the earlier batches left, as membership loads them. `--runs` rounds (default 5; --quick 3)
 /// from empty states; medians.
 public enum FoldBench {
@@ -27,7 +27,7 @@ public enum FoldBench {
         let batch = try BenchConfiguration.read(arguments).batch
         guard (2...1_000_000).contains(subscriptions), (0...1_000).contains(renewals), (1...100).contains(runs),
               (1...100_000).contains(batch) else {
-            throw UsageError("--subscriptions 2…1,000,000, --renewals 0…1,000, --runs 1…100, STORELEDGER_BENCH_BATCH 1…100,000")
+            throw UsageError("--subscriptions 2…1,000,000, --renewals 0…1,000, --runs 1…100, \(Setting.benchBatch.name) 1…100,000")
         }
         let lives = (0..<subscriptions).map { Self.commands(subscription: $0, renewals: renewals) }
         let commands = interleaved(lives)
