@@ -77,10 +77,9 @@ public enum FoldBench {
             result.entries += ledger.count
             result.events += outbox.count
             result.states += plan.states.count
+            let owners = Dictionary(uniqueKeysWithValues: loaded.map { ($0.subscriptionKey, $0.userId) })
             for (state, row) in zip(plan.changed, plan.states) {
-                if let old = loaded.first(where: { $0.subscriptionKey == state.subscriptionKey })?.userId {
-                    keysByUser[old]?.remove(state.subscriptionKey)
-                }
+                if let old = owners[state.subscriptionKey] ?? nil { keysByUser[old]?.remove(state.subscriptionKey) }
                 if let user = state.userId { keysByUser[user, default: []].insert(state.subscriptionKey) }
                 stored[state.subscriptionKey] = row.state
             }
