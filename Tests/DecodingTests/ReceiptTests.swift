@@ -189,6 +189,49 @@ final class ReceiptTests: XCTestCase {
         XCTAssertEqual(Set(manyEvents.map(\.subscriptionKey)).count, manyEvents.count)
     }
 
+    /// A chain to the configured root is not enough: the signer must be the receipt-signing
+    /// certificate (`…100.6.11.1`) under the WWDR intermediate (`…100.6.2.1`). Whoever holds another
+    /// certificate under the root (every developer holds one under Apple's) cannot sign receipts;
+    /// a configured root that signs itself (Xcode's StoreKit certificate) still may. Both paths.
+    func testOnlyTheMarkedReceiptSigningCertificateMaySign() throws {
+        let chain = try GeneratedPKI.shared().chain
+        let content = try PKCS7SignedData.parse(der: GeneratedReceipt.make().der).content
+        var serial: UInt64 = 900
+        func issue(_ name: String, ca: Bool, markers: [String], by issuer: IssuedCertificate) throws -> IssuedCertificate {
+            serial += 1
+            let profile = CertificateProfile(subject: [NameComponent("CN", name)], serialNumber: serial,
+                                             notBefore: chain.leaf.certificate.notBefore, notAfter: chain.leaf.certificate.notAfter,
+                                             isCA: ca, markerExtensionOIDs: markers)
+            return try CertificateIssuer.issue(profile, key: try P256PrivateKey.generate(), by: issuer)
+        }
+        func signed(by signer: IssuedCertificate, embedding others: [X509Certificate]) throws -> [UInt8] {
+            try PKCS7Signer(signer: signer.certificate, key: signer.key, chain: others).sign(content)
+        }
+        let developer = try issue("A developer", ca: false, markers: [], by: chain.intermediate)
+        let otherCA = try issue("Another CA", ca: true, markers: [], by: chain.root)
+        let markedUnderOtherCA = try issue("Marked signer", ca: false, markers: [TestCertificateChain.leafMarkerOID], by: otherCA)
+        let cases: [(name: String, der: [UInt8], refusal: String?)] = [
+            ("the receipt-signing certificate", try signed(by: chain.leaf, embedding: [chain.intermediate.certificate, chain.root.certificate]), nil),
+            ("an unmarked certificate under the intermediate",
+             try signed(by: developer, embedding: [chain.intermediate.certificate, chain.root.certificate]), "receipt-signing OID"),
+            ("a marked certificate under an unmarked CA",
+             try signed(by: markedUnderOtherCA, embedding: [otherCA.certificate, chain.root.certificate]), "WWDR OID"),
+            ("the configured root itself", try signed(by: chain.root, embedding: []), nil),
+        ]
+        for fastPath in [true, false] {
+            let verifier = try GeneratedReceipt.verifier(fastPath: fastPath)
+            for (name, der, refusal) in cases {
+                let result = verifier.verify(der)
+                if let refusal {
+                    XCTAssertEqual(result.failureValue?.kind, ReceiptFailure.verificationFailure, "\(name), fast path \(fastPath)")
+                    XCTAssertTrue(result.failureValue?.reason.contains(refusal) == true, "\(name): \(String(describing: result.failureValue))")
+                } else {
+                    XCTAssertNil(result.failureValue, "\(name), fast path \(fastPath)")
+                }
+            }
+        }
+    }
+
     func testUploadShapeFailures() throws {
         let upload = ReceiptUploadDecoder(validation: .local, verifier: try GeneratedReceipt.verifier(), verifyReceipt: nil)
         func kind(_ text: String) -> String? {

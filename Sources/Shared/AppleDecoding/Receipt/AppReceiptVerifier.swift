@@ -95,6 +95,7 @@ public struct AppReceiptVerifier: Sendable {
             case .invalid(let reason):
                 return .failure(.init(ReceiptFailure.verificationFailure, "receipt signer does not chain to a configured root at its creation date: \(reason)"))
             case .valid(let path):
+                if let refusal = Self.signerRefusal(path) { return .failure(refusal) }
                 signer = path.leaf
                 signerCache.insert(key, signer: signer, validFrom: path.validFrom, validUntil: path.validUntil)
             }
@@ -132,11 +133,35 @@ public struct AppReceiptVerifier: Sendable {
         case .invalid(let reason):
             return .failure(.init(ReceiptFailure.verificationFailure, "receipt signature or chain does not verify at its creation date: \(reason)"))
         case .valid(let signer):
+            // CMS_verify checked the chain but not whose certificate signed: build the path again to see.
+            let others = message.certificates.filter { $0.der != signer.der }
+            switch trustStore.buildPath(leaf: signer, untrusted: others, at: date, strict: strictChecks) {
+            case .invalid(let reason):
+                return .failure(.init(ReceiptFailure.verificationFailure, "receipt signer does not chain to a configured root at its creation date: \(reason)"))
+            case .valid(let path):
+                if let refusal = Self.signerRefusal(path) { return .failure(refusal) }
+            }
             if !bundleIds.isEmpty, !bundleIds.contains(parsed.bundleId) {
                 return .failure(.init(ReceiptFailure.wrongBundle, "receipt is for bundle \(parsed.bundleId), not \(bundleIds.sorted().joined(separator: ", "))"))
             }
             return .success(VerifiedAppReceipt(receipt: parsed, signer: signer))
         }
+    }
+
+    /// Apple signs receipts with its receipt-signing certificate (marked `…100.6.11.1`) under its WWDR
+    /// intermediate (marked `…100.6.2.1`), as the JWS verifier also requires. A chain to Apple's root
+    /// alone is not enough: Apple issues every developer a certificate under that root, and its
+    /// holder could sign a receipt of their own. A signer that is itself a configured root (Xcode's
+    /// StoreKit certificate, trusted only when configured) stands as it is.
+    static func signerRefusal(_ path: CertificatePath) -> ReceiptFailure? {
+        guard path.certificates.count > 1 else { return nil }
+        guard path.certificates[0].hasExtension(oid: SignedDataVerifier.leafOID) else {
+            return .init(ReceiptFailure.verificationFailure, "receipt signer lacks Apple's receipt-signing OID \(SignedDataVerifier.leafOID)")
+        }
+        guard path.certificates[1].hasExtension(oid: SignedDataVerifier.intermediateOID) else {
+            return .init(ReceiptFailure.verificationFailure, "receipt signer's issuer lacks Apple's WWDR OID \(SignedDataVerifier.intermediateOID)")
+        }
+        return nil
     }
 
     private static func payload(_ message: PKCS7SignedData) -> Result<AppReceipt, ReceiptFailure> {
