@@ -76,6 +76,26 @@ final class SignerWorkerTokenTests: XCTestCase {
                        "the reply on the topic never holds the token in clear")
     }
 
+    /// A sign request over the record bound gets no reply (its reply, which repeats the correlation
+    /// id, could be too large for the broker and would hold every request behind it); one at the
+    /// bound is answered.
+    func testASignRequestOverTheRecordBoundIsDroppedNotAnswered() throws {
+        let worker = SignerWorker(signer: OfferSigner(keys: try SigningKeyRing(keys: ["KEY1": try P256PrivateKey.generate()])),
+                                  config: SignerWorkerConfig(kafka: KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "unused")))
+        func record(correlationBytes: Int) throws -> KafkaRecord {
+            let request = SignRequest(correlationId: String(repeating: "c", count: correlationBytes), deadlineMs: currentTimeMs() + 30_000,
+                                      kind: .legacy, bundleId: "com.example", productId: "vip.a.1m", offerId: "o1")
+            return KafkaRecord(topic: Topic.signRequests, partition: 0, offset: 0, key: [], value: [UInt8](try JSONEncoder().encode(request)),
+                               headers: [], timestamp: 0)
+        }
+        let base = try record(correlationBytes: 0).value.count
+        let atBound = try record(correlationBytes: SignRequest.maxRecordBytes - base)
+        XCTAssertEqual(atBound.value.count, SignRequest.maxRecordBytes)
+        XCTAssertEqual(worker.replies([atBound]).count, 1)
+        XCTAssertEqual(worker.replies([try record(correlationBytes: SignRequest.maxRecordBytes - base + 1)]).count, 0)
+        XCTAssertEqual(worker.replies([try record(correlationBytes: 900_000)]).count, 0)
+    }
+
     func testWithoutAnIssuerIdTheRequestIsRefusedWithAReason() throws {
         let worker = SignerWorker(signer: OfferSigner(keys: try SigningKeyRing(keys: ["KEY1": try P256PrivateKey.generate()])),
                                   config: SignerWorkerConfig(kafka: KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "unused")))

@@ -108,7 +108,8 @@ public final class SignerWorker: Service {
 
     /// nil when the request is dropped (undecodable, or past its deadline).
     func answer(_ record: KafkaRecord) -> SignReply? {
-        guard let request = try? JSONDecoder().decode(SignRequest.self, from: Data(record.value)) else {
+        guard record.value.count <= SignRequest.maxRecordBytes,
+              let request = try? JSONDecoder().decode(SignRequest.self, from: Data(record.value)) else {
             count("invalid")
             logger.warning("request_invalid", ["position": .string("\(record.topic)/\(record.partition)@\(record.offset)")])
             return nil
@@ -198,6 +199,8 @@ private final class SignerWork: ConsumerLoopWork {
 
     func classify(_ error: any Error) -> ConsumerLoopMachine.Failure {
         guard let kafka = error as? KafkaError else { return .retryable(String(describing: error)) }
+        // A reply the broker will never take must not hold the requests behind it: dead-letter it.
+        if kafka.isMessageTooLarge { return .permanent(kind: "output_too_large", reason: kafka.description) }
         switch kafka.kind {
         case .fatal, .closed, .configuration: return .critical(kafka.description)
         default: return .infrastructure(kafka.description)

@@ -2,6 +2,11 @@
 /// Ingest writes requests and reads replies; the signer does the reverse. One definition for both
 /// processes, so the wire contract cannot drift.
 public struct SignRequest: Codable, Sendable, Equatable {
+    /// Largest request record the signer reads. Ingest's requests are a few hundred bytes; a reply
+    /// repeats the correlation id (as its key and in its value) and may quote the key id, so an
+    /// unbounded request could ask for a reply the broker refuses to store.
+    public static let maxRecordBytes = 16 * 1024
+
     public enum Kind: String, Codable, Sendable {
         /// The legacy base64 DER signature over the U+2063-joined payload.
         case legacy
