@@ -70,6 +70,11 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         XCTAssertEqual(request(at: 15 * day, facts)?.refundPreference, "DECLINE", "50 % and more")
         XCTAssertEqual(request(at: 90 * day, facts)?.consumptionPercentage, 100_000, "clamped to the period")
         XCTAssertEqual(request(at: -5 * day, facts)?.consumptionPercentage, 0)
+        // Dates at the ends of Int64 (a record that skipped decode's bounds) saturate, never trap.
+        XCTAssertEqual(policy.assess(facts, requestedAtMs: .min).accountTenureDays, 0)
+        var ancient = facts
+        ancient.firstPurchaseMs = .min
+        XCTAssertEqual(policy.assess(ancient, requestedAtMs: .max).accountTenureDays, Int(Int64.max / day))
         var refunder = facts
         refunder.lifetimeRefunds = 2
         XCTAssertEqual(request(at: 1 * day, refunder)?.refundPreference, "DECLINE", "after two refunds")

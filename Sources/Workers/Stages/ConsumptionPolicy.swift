@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Configuration
+import Domain
 import Foundation
 import Store
 
@@ -60,7 +61,7 @@ public struct ConsumptionPolicy: Sendable, Codable, Equatable {
             let elapsed = min(max(requestedAtMs, start), end) - start
             consumed = Int32((Double(elapsed) / Double(end - start) * 100_000).rounded(.down))
         }
-        let tenure = facts.firstPurchaseMs.map { Int(max(0, requestedAtMs - $0) / 86_400_000) }
+        let tenure = facts.firstPurchaseMs.map { Int(max(0, requestedAtMs.saturatingSubtracting($0)) / 86_400_000) }
         return Assessment(delivered: facts.grantedStartMs != nil, consumedMilliPercent: consumed, lifetimePurchases: facts.lifetimePurchases,
                           lifetimeRefunds: facts.lifetimeRefunds, accountTenureDays: tenure, sampleContentProvided: facts.hadTrialOrIntro)
     }

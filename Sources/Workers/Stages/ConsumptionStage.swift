@@ -38,6 +38,12 @@ public struct ConsumptionStage: StageLogic {
             }
             guard event.notification?.type == NotificationTypeV2.consumptionRequest.rawValue, let uuid = event.notification?.uuid,
                   let transaction = event.transactions.last else { continue }
+            // Checked again here, as dedupe does: a record can reach the decoded topic without passing
+            // decode. Only the requests this stage acts on: dedupe dead-letters every other event.
+            if let failure = EventBounds.check(event) {
+                result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
+                continue
+            }
             try answer(event, uuid: uuid, transaction: transaction, database)
         }
         return result
