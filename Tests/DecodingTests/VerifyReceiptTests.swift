@@ -76,6 +76,20 @@ final class VerifyReceiptTests: XCTestCase {
         guard case .retryable = closed.verify(receiptData: "AAAA") else { return XCTFail("expected retryable") }
     }
 
+    /// An answer larger than the transport's limit is cut off as it arrives (never buffered whole)
+    /// and reported retryable, like any answer that is not Apple's; one under the limit is read.
+    func testAnAnswerOverTheByteLimitIsCutOff() throws {
+        let big = Self.sandboxAnswer
+        let server = try ScriptedServer(responses: [(200, big), (200, big)])
+        let small = VerifyReceiptClient(productionURL: server.url("/production"), maxAttempts: 1, timeout: 5,
+                                        transport: URLSessionTransport(maxResponseBytes: big.utf8.count - 1))
+        guard case .retryable(let reason) = small.verify(receiptData: "AAAA") else { return XCTFail("expected retryable") }
+        XCTAssertTrue(reason.contains("limit"), reason)
+        let enough = VerifyReceiptClient(productionURL: server.url("/production"), maxAttempts: 1, timeout: 5,
+                                         transport: URLSessionTransport(maxResponseBytes: big.utf8.count))
+        guard case .valid = enough.verify(receiptData: "AAAA") else { return XCTFail("expected valid at exactly the limit") }
+    }
+
     func testUploadViaVerifyReceiptBecomesEventsWithRenewalInfo() throws {
         let body = Self.sandboxAnswer
         let server = try ScriptedServer(responses: [(200, body)])

@@ -1,3 +1,4 @@
+import AppleDecoding
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -55,75 +56,8 @@ public struct URLSessionAPITransport: APITransport {
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
-        let collector = BoundedCollector(limit: maxResponseBytes)
-        let session = URLSession(configuration: .ephemeral, delegate: collector, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let task = session.dataTask(with: urlRequest)
-        task.resume()
-        guard collector.done.wait(timeout: .now() + timeout + 5) == .success else {
-            task.cancel()
-            return .failure(APITransportError("no answer within \(Int(timeout)) s"))
-        }
-        return collector.result()
-    }
-}
-
-/// Collects one response body up to a limit. A class because URLSession wants a delegate object;
-/// its mutable state is behind a Mutex, so concurrent delegate callbacks are safe.
-private final class BoundedCollector: NSObject, URLSessionDataDelegate, Sendable {
-    let limit: Int
-    let done = DispatchSemaphore(value: 0)
-    private struct State {
-        var body: [UInt8] = []
-        var response: HTTPURLResponse?
-        var problem: String?
-    }
-    private let state = Mutex(State())
-
-    init(limit: Int) { self.limit = limit }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        let allowed = state.withLock { state -> Bool in
-            state.response = response as? HTTPURLResponse
-            if response.expectedContentLength > Int64(limit) {
-                state.problem = "response body of \(response.expectedContentLength) bytes is over the \(limit)-byte limit"
-                return false
-            }
-            return true
-        }
-        completionHandler(allowed ? .allow : .cancel)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let over = state.withLock { state -> Bool in
-            guard state.problem == nil else { return true }
-            if state.body.count + data.count > limit {
-                state.problem = "response body is over the \(limit)-byte limit"
-                return true
-            }
-            state.body.append(contentsOf: data)
-            return false
-        }
-        if over { dataTask.cancel() }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-        state.withLock { state in
-            if state.problem == nil, let error { state.problem = error.localizedDescription }
-        }
-        done.signal()
-    }
-
-    func result() -> Result<APIHTTPResponse, APITransportError> {
-        state.withLock { state in
-            if let problem = state.problem { return .failure(APITransportError(problem)) }
-            guard let http = state.response else { return .failure(APITransportError("no HTTP response")) }
-            var headers: [String: String] = [:]
-            for (name, value) in http.allHeaderFields {
-                if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-            }
-            return .success(APIHTTPResponse(status: http.statusCode, headers: headers, body: state.body))
-        }
+        return BoundedHTTPExchange.send(urlRequest, limit: maxResponseBytes, timeout: timeout)
+            .map { APIHTTPResponse(status: $0.status, headers: $0.headers, body: $0.body) }
+            .mapError { APITransportError($0.description) }
     }
 }

@@ -17,34 +17,22 @@ public struct VerifyReceiptTransportError: Error, Sendable, CustomStringConverti
 }
 
 /// Foundation's URLSession (libcurl on Linux), used synchronously: the decode stage is a blocking loop.
+/// A body over `maxResponseBytes` is cut off while it arrives.
 public struct URLSessionTransport: VerifyReceiptTransport {
-    public init() {}
+    /// Apple's answers are a few kilobytes per purchase; a receipt holds at most a few thousand.
+    public static let defaultMaxResponseBytes = 8 * 1024 * 1024
+    public let maxResponseBytes: Int
+
+    public init(maxResponseBytes: Int = URLSessionTransport.defaultMaxResponseBytes) { self.maxResponseBytes = maxResponseBytes }
 
     public func post(_ url: URL, body: [UInt8], timeout: TimeInterval) -> Result<(status: Int, body: [UInt8]), VerifyReceiptTransportError> {
         var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         request.httpMethod = "POST"
         request.httpBody = Data(body)
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        let outcome = Mutex<Result<(status: Int, body: [UInt8]), VerifyReceiptTransportError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let task = URLSession.shared.dataTask(with: request) { data, response, error in
-            let result: Result<(status: Int, body: [UInt8]), VerifyReceiptTransportError>
-            if let error {
-                result = .failure(VerifyReceiptTransportError(error.localizedDescription))
-            } else if let http = response as? HTTPURLResponse {
-                result = .success((http.statusCode, data.map { [UInt8]($0) } ?? []))
-            } else {
-                result = .failure(VerifyReceiptTransportError("no HTTP response"))
-            }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        task.resume()
-        if done.wait(timeout: .now() + timeout + 5) == .timedOut {
-            task.cancel()
-            return .failure(VerifyReceiptTransportError("verifyReceipt did not answer within \(Int(timeout)) s"))
-        }
-        return outcome.withLock { $0 } ?? .failure(VerifyReceiptTransportError("no result"))
+        return BoundedHTTPExchange.send(request, limit: maxResponseBytes, timeout: timeout)
+            .map { ($0.status, $0.body) }
+            .mapError { VerifyReceiptTransportError("verifyReceipt: \($0.description)") }
     }
 }
 

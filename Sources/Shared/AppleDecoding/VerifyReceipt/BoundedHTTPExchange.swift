@@ -1,0 +1,98 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// One HTTP exchange over URLSession (libcurl on Linux), used synchronously, whose response body is
+/// cut off while it arrives once it passes `limit` bytes: an answer from Apple, or from whatever
+/// stands at the configured address, cannot exhaust memory. Both clients that talk to Apple (the
+/// App Store Server API and verifyReceipt) send through it.
+public enum BoundedHTTPExchange {
+    public struct Response: Sendable {
+        public var status: Int
+        /// Names lowercased.
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    /// Sends `request` on its own ephemeral session; waits at most `timeout` + 5 s. The failure is
+    /// a description (connection refused, timeout, a body over the limit).
+    public static func send(_ request: URLRequest, limit: Int, timeout: TimeInterval) -> Result<Response, ExchangeError> {
+        let collector = BoundedCollector(limit: limit)
+        let session = URLSession(configuration: .ephemeral, delegate: collector, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.dataTask(with: request)
+        task.resume()
+        guard collector.done.wait(timeout: .now() + timeout + 5) == .success else {
+            task.cancel()
+            return .failure(ExchangeError("no answer within \(Int(timeout)) s"))
+        }
+        return collector.result()
+    }
+
+    public struct ExchangeError: Error, Sendable, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
+/// Collects one response body up to a limit. A class because URLSession wants a delegate object;
+/// its mutable state is behind a Mutex, so concurrent delegate callbacks are safe.
+private final class BoundedCollector: NSObject, URLSessionDataDelegate, Sendable {
+    let limit: Int
+    let done = DispatchSemaphore(value: 0)
+    private struct State {
+        var body: [UInt8] = []
+        var response: HTTPURLResponse?
+        var problem: String?
+    }
+    private let state = Mutex(State())
+
+    init(limit: Int) { self.limit = limit }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        let allowed = state.withLock { state -> Bool in
+            state.response = response as? HTTPURLResponse
+            if response.expectedContentLength > Int64(limit) {
+                state.problem = "response body of \(response.expectedContentLength) bytes is over the \(limit)-byte limit"
+                return false
+            }
+            return true
+        }
+        completionHandler(allowed ? .allow : .cancel)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let over = state.withLock { state -> Bool in
+            guard state.problem == nil else { return true }
+            if state.body.count + data.count > limit {
+                state.problem = "response body is over the \(limit)-byte limit"
+                return true
+            }
+            state.body.append(contentsOf: data)
+            return false
+        }
+        if over { dataTask.cancel() }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        state.withLock { state in
+            if state.problem == nil, let error { state.problem = error.localizedDescription }
+        }
+        done.signal()
+    }
+
+    func result() -> Result<BoundedHTTPExchange.Response, BoundedHTTPExchange.ExchangeError> {
+        state.withLock { state in
+            if let problem = state.problem { return .failure(.init(problem)) }
+            guard let http = state.response else { return .failure(.init("no HTTP response")) }
+            var headers: [String: String] = [:]
+            for (name, value) in http.allHeaderFields {
+                if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+            }
+            return .success(.init(status: http.statusCode, headers: headers, body: state.body))
+        }
+    }
+}
