@@ -117,6 +117,7 @@ public final class ConsumerLoop: Sendable {
         var seenGeneration = 0
         var lag = LagGauges(stage: config.name, interval: config.lagInterval)
         var counted = (record: 0, outage: 0)
+        var shownGauges: (paused: Int, ready: Bool)?
         // Present at 0 from the start: "no retries" is a value a dashboard should show.
         for reason in ["record", "outage"] { metrics.increment("storeledger_loop_retries_total", ["stage": config.name, "reason": reason], by: 0) }
         while true {
@@ -133,8 +134,12 @@ public final class ConsumerLoop: Sendable {
                 logger.info(wasReady ? "loop_ready" : "loop_not_ready", ["paused": .of(machine.paused.count), "outage": .bool(machine.isOutage)])
                 onReadinessChange(wasReady)
             }
-            metrics.set("storeledger_loop_paused_partitions", labels, to: Double(machine.paused.count))
-            metrics.set("storeledger_loop_ready", labels, to: machine.isReady ? 1 : 0)
+            // Set when they change, not on every action: each set renders its labels and takes a lock.
+            if shownGauges?.paused != machine.paused.count || shownGauges?.ready != machine.isReady {
+                shownGauges = (machine.paused.count, machine.isReady)
+                metrics.set("storeledger_loop_paused_partitions", labels, to: Double(machine.paused.count))
+                metrics.set("storeledger_loop_ready", labels, to: machine.isReady ? 1 : 0)
+            }
             if stop.isStopped { machine.requestStop() }
             let event: ConsumerLoopMachine.Event
             switch action {

@@ -140,7 +140,7 @@ public struct ConsumerLoopMachine: Sendable {
             adopt(assignment: newAssignment, generation: newGeneration)
             // Records of partitions we no longer hold (or paused meanwhile) are simply not kept:
             // whoever owns them reads them again from the committed offset.
-            queue.append(records.filter { assignment.contains($0.partitionID) })
+            queue.append(records, keeping: assignment)
             return chooseNext(nowMs)
         case (.polling, .failed(let failure)):
             lastPollMs = nowMs
@@ -221,6 +221,8 @@ public struct ConsumerLoopMachine: Sendable {
             phase = .pausing
             return .resume(staleResume.sorted())
         }
+        // The usual case, checked before any set is built: nothing retrying, nothing paused.
+        if outage == nil, retries.isEmpty, paused.isEmpty { return nil }
         let wanted = outage != nil ? assignment : Set(retries.keys).intersection(assignment)
         let toPause = wanted.subtracting(paused)
         if !toPause.isEmpty {
@@ -439,14 +441,27 @@ struct PartitionQueues: Sendable {
     private var records: [PartitionID: [KafkaRecord]] = [:]
     private(set) var count = 0
 
-    mutating func append(_ polled: [KafkaRecord]) {
-        for record in polled {
-            let id = record.partitionID
-            if records[id] == nil { order.append(id) }
-            // A record at or before one already queued is a redelivery of it: keep one copy.
-            if let last = records[id]?.last, record.offset <= last.offset { continue }
-            records[id, default: []].append(record)
-            count += 1
+    /// Queues the records of the partitions in `held`; the others are dropped. A poll returns each
+    /// partition's records as one run, so the partition is looked up once per run, not per record.
+    mutating func append(_ polled: [KafkaRecord], keeping held: Set<PartitionID>) {
+        var start = polled.startIndex
+        while start < polled.endIndex {
+            let id = polled[start].partitionID
+            var end = start + 1
+            while end < polled.endIndex, polled[end].partition == id.partition, polled[end].topic == id.topic { end += 1 }
+            defer { start = end }
+            guard held.contains(id) else { continue }
+            // Taken out of the dictionary, so the list is unique and grows in place.
+            let queued = records.removeValue(forKey: id)
+            if queued == nil { order.append(id) }
+            var list = queued ?? []
+            for record in polled[start..<end] {
+                // A record at or before one already queued is a redelivery of it: keep one copy.
+                if let last = list.last, record.offset <= last.offset { continue }
+                list.append(record)
+                count += 1
+            }
+            records[id] = list
         }
     }
 
