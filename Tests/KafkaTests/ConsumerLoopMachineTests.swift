@@ -189,6 +189,39 @@ final class ConsumerLoopMachineTests: XCTestCase {
         }
     }
 
+    /// A rebalance during an outage drops the batch the outage was holding back: once its retry is
+    /// due, the new assignment is resumed and read (it was found paused for good once, with nothing
+    /// queued that could end the outage).
+    func testARebalanceDuringAnOutageResumesTheNewAssignmentWhenTheRetryIsDue() {
+        var loop = machine()
+        let c = PartitionID(topic: "in", partition: 2)
+        XCTAssertEqual(start(&loop, [record(a, 0), record(b, 0)]), .process([record(a, 0), record(b, 0)]))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("PostgreSQL unreachable")), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a, b]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, c], generation: 2), nowMs: 10), .resume([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 10), .pause([a, c]), "still an outage: the new partitions wait too")
+        XCTAssertEqual(loop.next(.done, nowMs: 10), poll(90))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, c], generation: 2), nowMs: 100), .resume([a, c]))
+        XCTAssertFalse(loop.isOutage)
+        XCTAssertEqual(loop.next(.done, nowMs: 100), poll())
+        XCTAssertEqual(loop.next(.polled([record(a, 0)], assignment: [a, c], generation: 2), nowMs: 110), .process([record(a, 0)]))
+    }
+
+    /// The same after a fenced batch: its records belong to a newer owner now, nothing is queued.
+    func testAFenceDuringAnOutageResumesWhenTheRetryIsDue() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(.infrastructure("down")), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a, b]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll(100))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 100), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(.fenced("a newer owner claimed in[0]")), nowMs: 100), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 100), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 300), .resume([a, b]))
+        XCTAssertFalse(loop.isOutage)
+    }
+
     func testCriticalStopsWithoutCommitting() {
         var loop = machine()
         XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))

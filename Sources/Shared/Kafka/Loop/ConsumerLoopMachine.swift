@@ -194,6 +194,10 @@ public struct ConsumerLoopMachine: Sendable {
 
     private mutating func chooseNext(_ nowMs: Int64) -> Action {
         if stopRequested { return stop(0, "stop requested") }
+        // An outage ends when the work it holds back succeeds. A rebalance or a fence drops that work,
+        // and paused partitions fetch nothing new: once the retry is due with nothing queued, end the
+        // outage so they resume (the next batch tries the way again), or they would stay paused for good.
+        if let outage, outage.retryAtMs <= nowMs, queue.count == 0 { self.outage = nil }
         if let change = pauseChange() { return change }
         // Poll at least every `pollTimeout` even while there is work: rebalances, heartbeats and
         // max.poll.interval.ms are served inside poll.
