@@ -123,12 +123,17 @@ public struct OutboxStore {
             """)
     }
 
-    /// Recovery: marks published every ordered row of the partition up to the sequence its last record carries.
-    public func markPublished(partition: Int32, upTo seq: Int64) throws -> Int {
-        try db.execute("""
-            UPDATE membership_outbox SET published_at = now()
-            WHERE relay_seq > \(fragment: Self.publishedThrough) AND relay_seq <= \(seq)
-              AND kafka_partition = \(Int(partition)) AND published_at IS NULL
-            """)
+    /// Ordered rows not yet marked published, per partition: after a failure, what may or may not
+    /// have reached the topic.
+    public func unpublishedCounts() throws -> [Int32: Int] {
+        var counts: [Int32: Int] = [:]
+        for row in try db.query("""
+            SELECT kafka_partition, count(*) AS n FROM membership_outbox
+            WHERE relay_seq > \(fragment: Self.publishedThrough) AND published_at IS NULL AND kafka_partition IS NOT NULL
+            GROUP BY kafka_partition
+            """) {
+            counts[try row.int32("kafka_partition")] = Int(try row.int64("n"))
+        }
+        return counts
     }
 }

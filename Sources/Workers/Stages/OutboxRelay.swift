@@ -19,7 +19,9 @@ public struct OutboxRelayConfig: Sendable {
     /// later; the ledger itself is not delayed.
     public var idleWait: Duration = .milliseconds(50)
     /// Wait after taking over before reading the topic's tail: produce requests a killed predecessor
-    /// had already written to its socket may still be landing on the broker.
+    /// had already written to its socket may still be landing on the broker. At least the producer's
+    /// delivery timeout plus a second is waited in any case: a predecessor still alive whose database
+    /// session was lost (which freed the lock) keeps retrying its round's records that long.
     public var settle: Duration = .seconds(1)
     /// Test-only failpoint: when this file exists, the relay removes it and SIGKILLs itself after the
     /// broker acknowledged a round and before marking it published (the window recovery covers).
@@ -36,11 +38,12 @@ public struct OutboxRelayConfig: Sendable {
 /// One relay is active at a time (a PostgreSQL advisory lock; standbys wait for it). Each round it
 /// gives the new rows their publication order (`relay_seq`, in ledger entry order, which is per-user
 /// commit order) and partition (Kafka's murmur2 of the key), publishes the ordered rows with the
-/// idempotent producer and marks them published once the broker acknowledged them all. A crash
-/// between publishing and marking leaves rows that may be on the topic already: on taking over, the
-/// relay reads each partition's last record and marks everything up to its `relay_seq` header as
-/// published. Within a partition records land in `relay_seq` order (idempotent producer), so the
-/// last one tells exactly which rows landed: no gap, no duplicate.
+/// idempotent producer and marks them published once the broker acknowledged them all. A crash or a
+/// failed delivery between publishing and marking leaves rows that may be on the topic already: on
+/// taking over (and after a failed round) the relay reads as many of each partition's last records as
+/// the partition has rows unmarked, and marks exactly the `relay_seq`s it finds there; the others are
+/// published again. Not "everything up to the last one": the idempotent producer may leave a gap when
+/// messages time out (1, 2, 4, 5 written; 3 expired), and that row must go out again.
 // @unchecked: `run` is entered once, on the service thread; other threads read only `ready` (Atomic).
 public final class OutboxRelay: Service, @unchecked Sendable {
     public let name = "relay"
@@ -80,7 +83,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
             _ = stop.wait(timeout: .milliseconds(500))
         }
         guard !stop.isStopped else { return 0 }
-        _ = stop.wait(timeout: config.settle)
+        _ = stop.wait(timeout: max(config.settle, config.kafka.deliveryTimeout + .seconds(1)))
         try OutboxStore(db).preferIndexScans()
         let partitions = try partitionCount()
         var producer = try KafkaProducer(config: config.kafka)
@@ -115,20 +118,22 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         return Int32(count)
     }
 
-    /// Marks as published every ordered row the topic already holds (its partition's last record has
-    /// a `relay_seq` at or after it).
+    /// Marks as published exactly the unmarked rows the topic holds. Nothing but the relay writes the
+    /// topic, and every unmarked row went out after the rows already marked, so any of a partition's
+    /// unmarked rows that landed is among that many last records of it (twice that many are read, in
+    /// case a row landed twice).
     func recover(_ db: PGConnection) throws {
-        let tails = try PartitionTail.lastRecords(config: config.kafka, topic: config.topic, timeout: .seconds(30))
-        var marked = 0
-        for (partition, record) in tails.sorted(by: { $0.key < $1.key }) {
-            guard let header = record.headers.first(where: { $0.name == RecordHeader.relaySequence }),
-                  let seq = Int64(String(decoding: header.value, as: UTF8.self)) else { continue }
-            marked += try OutboxStore(db).markPublished(partition: partition, upTo: seq)
+        let store = OutboxStore(db)
+        let unmarked = try store.unpublishedCounts()
+        let tails = try PartitionTail.lastRecords(config: config.kafka, topic: config.topic,
+                                                  counts: unmarked.mapValues { $0 * 2 }, timeout: .seconds(30))
+        let landed = tails.values.joined().compactMap { record -> Int64? in
+            guard let header = record.headers.first(where: { $0.name == RecordHeader.relaySequence }) else { return nil }
+            return Int64(String(decoding: header.value, as: UTF8.self))
         }
-        // Rows marked here (or by a relay of the previous release) would otherwise stay above the
-        // watermark, read again every round until the next publish moves it.
-        try OutboxStore(db).advanceWatermark()
-        logger.info("relay_recovered", ["partitions_with_records": .of(tails.count), "marked_published": .of(marked)])
+        // Also moves the watermark: rows marked here would otherwise stay above it, read again every round.
+        try store.markPublished(landed)
+        logger.info("relay_recovered", ["unmarked": .of(unmarked.values.reduce(0, +)), "found_on_topic": .of(landed.count)])
     }
 
     /// Gives unordered rows their `relay_seq` (ledger entry order) and partition, in one transaction.
