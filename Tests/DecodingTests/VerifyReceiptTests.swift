@@ -2,6 +2,9 @@
 import Domain
 import Foundation
 import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -88,6 +91,26 @@ final class VerifyReceiptTests: XCTestCase {
         let enough = VerifyReceiptClient(productionURL: server.url("/production"), maxAttempts: 1, timeout: 5,
                                          transport: URLSessionTransport(maxResponseBytes: big.utf8.count))
         guard case .valid = enough.verify(receiptData: "AAAA") else { return XCTFail("expected valid at exactly the limit") }
+    }
+
+    /// The bounded exchange every client that talks to Apple or to a webhook uses: a redirect is the
+    /// answer, never followed (one request reaches the server, with every kind of redirect), and in
+    /// status-only mode a body over the limit still gives the status.
+    func testTheBoundedExchangeDoesNotFollowRedirectsAndCanReadTheStatusAlone() throws {
+        for status in [301, 302, 303, 307, 308] {
+            let server = try ScriptedServer(responses: [(status, "{}"), (200, "{}")])
+            var request = URLRequest(url: server.url("/hook"))
+            request.httpMethod = "POST"
+            request.httpBody = Data("signed".utf8)
+            let answer = try BoundedHTTPExchange.send(request, limit: 1024, timeout: 5).get()
+            XCTAssertEqual(answer.status, status)
+            XCTAssertEqual(server.requests.map(\.path), ["/hook"], "\(status) was not followed")
+        }
+        let big = String(repeating: "x", count: 10_000)
+        let server = try ScriptedServer(responses: [(200, big), (200, big)])
+        let whole = BoundedHTTPExchange.send(URLRequest(url: server.url("/a")), limit: 1_000, timeout: 5)
+        XCTAssertEqual(whole.failureValue?.isOverLimit, true)
+        XCTAssertEqual(try BoundedHTTPExchange.send(URLRequest(url: server.url("/b")), limit: 1_000, timeout: 5, statusOnly: true).get().status, 200)
     }
 
     func testUploadViaVerifyReceiptBecomesEventsWithRenewalInfo() throws {
@@ -201,7 +224,9 @@ final class ScriptedServer: Sendable {
             let path = head.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
             recorded.withLock { $0.append(Request(path: path, body: Array(data[bodyStart..<(bodyStart + length)]))) }
             let (status, body) = script.withLock { $0.isEmpty ? (500, "script exhausted") : $0.removeFirst() }
-            let response = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            // A redirect points back at this server: a client that followed it would ask again.
+            let location = (300..<400).contains(status) ? "Location: \(url("/redirected"))\r\n" : ""
+            let response = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\n\(location)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
             _ = Array(response.utf8).withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
             return
         }

@@ -90,6 +90,11 @@ final class ClientLogicTests: XCTestCase {
         let down = ResponseClassifier.classify(.failure(APITransportError("connection refused")), environment: .sandbox, now: now)
         guard case .failure(let failure, _) = down else { return XCTFail("a transport error is a failure") }
         XCTAssertEqual(failure.kind, .retryable)
+        // An answer cut off at the transport's limit is no outage: asking again downloads it again.
+        let huge = ResponseClassifier.classify(.failure(APITransportError("response body is over the 4194304-byte limit", isOverLimit: true)),
+                                               environment: .sandbox, now: now)
+        guard case .failure(let cut, _) = huge else { return XCTFail("an answer over the limit is a failure") }
+        XCTAssertEqual(cut.kind, .invalidResponse)
     }
 
     func testPathIdsAreRefusedUnlessPlainAndQueriesAreEncoded() throws {

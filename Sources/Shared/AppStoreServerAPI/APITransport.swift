@@ -41,7 +41,12 @@ public struct APIHTTPResponse: Sendable {
 
 public struct APITransportError: Error, Sendable, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// An answer came, but its body passed the transport's limit: not a reachability problem.
+    public let isOverLimit: Bool
+    public init(_ description: String, isOverLimit: Bool = false) {
+        self.description = description
+        self.isOverLimit = isOverLimit
+    }
 }
 
 /// Foundation's URLSession (libcurl on Linux), used synchronously like the verifyReceipt client.
@@ -58,6 +63,6 @@ public struct URLSessionAPITransport: APITransport {
         if let body = request.body { urlRequest.httpBody = Data(body) }
         return BoundedHTTPExchange.send(urlRequest, limit: maxResponseBytes, timeout: timeout)
             .map { APIHTTPResponse(status: $0.status, headers: $0.headers, body: $0.body) }
-            .mapError { APITransportError($0.description) }
+            .mapError { APITransportError($0.description, isOverLimit: $0.isOverLimit) }
     }
 }

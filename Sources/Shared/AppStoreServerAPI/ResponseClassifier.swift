@@ -13,6 +13,9 @@ enum ResponseClassifier {
                          now: Date) -> Outcome {
         let response: APIHTTPResponse
         switch exchange {
+        case .failure(let error) where error.isOverLimit:
+            // Asking again downloads the same oversized answer.
+            return .failure(APIFailure(.invalidResponse, error.description, environment: environment), retryAfterSeconds: nil)
         case .failure(let error):
             return .failure(APIFailure(.retryable, "App Store Server API unreachable: \(error.description)", environment: environment),
                             retryAfterSeconds: nil)

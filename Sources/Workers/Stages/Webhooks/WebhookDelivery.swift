@@ -1,4 +1,5 @@
 import Crypto
+import AppleDecoding
 import Domain
 import Foundation
 #if canImport(FoundationNetworking)
@@ -127,33 +128,17 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     }
 }
 
-/// One synchronous POST with a hard deadline (URLSession's timeout is an idle timeout).
+/// One synchronous POST with a hard deadline (URLSession's timeout is an idle timeout). Only the status
+/// matters: at most `maxBodyBytes` of the answer are read. A redirect is the answer, not followed (a
+/// 3xx is a failed attempt): following it would move the signed body to another host, or turn the
+/// POST into a GET whose 2xx would pass for delivery.
 enum WebhookHTTP {
-    static let session: URLSession = {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = nil
-        configuration.urlCache = nil
-        return URLSession(configuration: configuration)
-    }()
+    static let maxBodyBytes = 64 * 1024
 
     static func post(_ request: URLRequest, timeout: Duration) -> Result<Int, WebhookHTTPFailure> {
-        let outcome = Mutex<Result<Int, WebhookHTTPFailure>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let task = session.dataTask(with: request) { _, response, error in
-            let result: Result<Int, WebhookHTTPFailure>
-            if let error { result = .failure(WebhookHTTPFailure(reason: error.localizedDescription)) }
-            else if let http = response as? HTTPURLResponse { result = .success(http.statusCode) }
-            else { result = .failure(WebhookHTTPFailure(reason: "no HTTP response")) }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        task.resume()
-        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.milliseconds) + 500)
-        guard done.wait(timeout: deadline) == .success, let result = outcome.withLock({ $0 }) else {
-            task.cancel()
-            return .failure(WebhookHTTPFailure(reason: "timed out after \(timeout)"))
-        }
-        return result
+        BoundedHTTPExchange.send(request, limit: maxBodyBytes, timeout: Double(timeout.milliseconds) / 1000, grace: 0.5, statusOnly: true)
+            .map(\.status)
+            .mapError { WebhookHTTPFailure(reason: $0.description) }
     }
 }
 
