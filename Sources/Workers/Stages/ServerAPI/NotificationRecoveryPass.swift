@@ -16,40 +16,65 @@ public enum RecoveryPass {
     /// stage already saw (with a database), feed the rest (without a producer: only report).
     public static func recover(client: AppStoreServerAPIClient, environments: [AppStoreEnvironment], from: Int64, to: Int64, onlyFailures: Bool,
                                producer: KafkaProducer?, database: PGConnection?) throws -> [RecoveryReport] {
-        var reports: [RecoveryReport] = []
-        for environment in environments {
+        try environments.map { environment in
             var report = RecoveryReport(environment: environment.rawValue)
+            let walker = Walker(client: client, environment: environment, onlyFailures: onlyFailures, producer: producer, database: database)
+            try walker.recover(from: from, to: to, into: &report)
+            return report
+        }
+    }
+
+    /// Windows narrower than this are not split again: a walk cut short there stays `truncated`.
+    static let narrowestWindowMs: Int64 = 60_000
+
+    private struct Walker {
+        let client: AppStoreServerAPIClient
+        let environment: AppStoreEnvironment
+        let onlyFailures: Bool
+        let producer: KafkaProducer?
+        let database: PGConnection?
+
+        /// A walk that stops at the page limit covers only the start of its window, and the next pass
+        /// would read the same pages again: its entries are left and each half of the window is walked
+        /// instead, so a busy week is recovered whole.
+        func recover(from: Int64, to: Int64, into report: inout RecoveryReport) throws {
             let request = NotificationHistoryRequest(startDate: from, endDate: to, onlyFailures: onlyFailures ? true : nil)
+            let walk: NotificationHistoryWalk
             switch client.notificationHistory(request, environment: environment) {
             case .failure(let failure):
-                report.error = failure.description
-            case .success(let walk):
-                let seen = try database.map { try Self.seenUUIDs(walk.entries, db: $0) } ?? []
-                let plan = NotificationRecovery.plan(walk.entries, alreadySeen: seen)
-                report.pages = walk.pages
-                report.truncated = walk.truncated
-                report.found = walk.entries.count
-                report.neverDelivered = walk.entries.filter(\.neverDelivered).count
-                report.alreadyIngested = plan.alreadyIngested
-                report.duplicatesInHistory = plan.duplicatesInHistory
-                report.withoutUUID = plan.withoutUUID
-                report.unusable = plan.unusable
-                report.toFeed = plan.toFeed.count
-                report.uuids = plan.toFeed.map(\.notificationUUID)
-                for item in plan.toFeed {
-                    guard let producer else { continue }
-                    do {
-                        _ = try producer.sendAndWait(topic: Topic.notificationsRaw, key: nil, value: item.rawBody,
-                                                     headers: Self.headers(nowMs: currentTimeMs()), timeout: .seconds(30))
-                        report.fed += 1
-                    } catch {
-                        report.failed += 1
-                    }
+                report.error = report.error ?? failure.description
+                return
+            case .success(let value): walk = value
+            }
+            report.pages += walk.pages
+            if walk.truncated, to - from >= 2 * RecoveryPass.narrowestWindowMs {
+                let middle = from + (to - from) / 2
+                try recover(from: from, to: middle, into: &report)
+                try recover(from: middle, to: to, into: &report)
+                return
+            }
+            let seen = try database.map { try RecoveryPass.seenUUIDs(walk.entries, db: $0) } ?? []
+            let plan = NotificationRecovery.plan(walk.entries, alreadySeen: seen)
+            report.truncated = report.truncated || walk.truncated
+            report.found += walk.entries.count
+            report.neverDelivered += walk.entries.filter(\.neverDelivered).count
+            report.alreadyIngested += plan.alreadyIngested
+            report.duplicatesInHistory += plan.duplicatesInHistory
+            report.withoutUUID += plan.withoutUUID
+            report.unusable += plan.unusable
+            report.toFeed += plan.toFeed.count
+            report.uuids += plan.toFeed.map(\.notificationUUID)
+            for item in plan.toFeed {
+                guard let producer else { continue }
+                do {
+                    _ = try producer.sendAndWait(topic: Topic.notificationsRaw, key: nil, value: item.rawBody,
+                                                 headers: RecoveryPass.headers(nowMs: currentTimeMs()), timeout: .seconds(30))
+                    report.fed += 1
+                } catch {
+                    report.failed += 1
                 }
             }
-            reports.append(report)
         }
-        return reports
     }
 
     /// What ingest writes for a notification, plus where it came from.
@@ -73,7 +98,7 @@ public struct RecoveryReport: Codable, Sendable {
     var environment: String
     var error: String?
     var pages = 0
-    /// The walk stopped at --max-pages (or on a repeated cursor): narrow the window and run again.
+    /// A walk stopped at --max-pages (or on a repeated cursor) in a window too narrow to split again.
     var truncated = false
     var found = 0
     var neverDelivered = 0
