@@ -3,6 +3,7 @@ import AppleDecoding
 import Configuration
 import Domain
 import Foundation
+import Kafka
 @testable import Simulator
 import Stages
 import Store
@@ -51,6 +52,17 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
 
         let chunks = ServerAPIRecord.chunks(transactions: Array(repeating: "t", count: 450), renewalInfos: ["r"])
         XCTAssertEqual(chunks.map { $0.signedTransactions.count + $0.signedRenewalInfos.count }, [200, 200, 51])
+        // Apple's items are ~5 KB (the x5c chain in each header): 200 of them would pass the broker's
+        // limit, so records are cut by size too, each under it, nothing lost and the order kept.
+        let appleSized = (0..<450).map { "t\($0)." + String(repeating: "x", count: 5_100) }
+        let sized = ServerAPIRecord.chunks(transactions: appleSized, renewalInfos: ["r"])
+        XCTAssertLessThan(sized[0].signedTransactions.count, ServerAPIRecord.maxItems, "cut by size before the count")
+        XCTAssertLessThanOrEqual(ServerAPIRecord.maxRecordBytes, KafkaLimits.maxValueBytes)
+        for record in sized {
+            XCTAssertLessThanOrEqual(try JSONEncoder().encode(record).count, ServerAPIRecord.maxRecordBytes)
+        }
+        XCTAssertEqual(sized.flatMap(\.signedTransactions), appleSized)
+        XCTAssertEqual(sized.flatMap(\.signedRenewalInfos), ["r"])
     }
 
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {

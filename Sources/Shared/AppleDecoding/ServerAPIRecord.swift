@@ -7,8 +7,12 @@ import Foundation
 /// verifier, so a raw record is trusted no more than a notification is.
 /// `{"signedTransactions": ["<JWS>", ...], "signedRenewalInfos": ["<JWS>", ...]}`
 public struct ServerAPIRecord: Codable, Sendable, Equatable {
-    /// Items per record, so one record stays far below the broker's 1 MB (an item is 1-3 KB).
+    /// Items per record (decode refuses more).
     public static let maxItems = 200
+    /// Bytes of one record's JSON: under the broker's limit for a value (`KafkaLimits.maxValueBytes`,
+    /// 934,464). Apple's signed items are ~5 KB each (the `x5c` chain in every header), so 200 of
+    /// them alone would not fit: records are cut by size as well as by count.
+    public static let maxRecordBytes = 900_000
 
     public var signedTransactions: [String]
     public var signedRenewalInfos: [String]
@@ -19,15 +23,26 @@ public struct ServerAPIRecord: Codable, Sendable, Equatable {
     }
 
     /// The records for a refresh: renewal infos ride with their subscription's transactions where
-    /// they fit, and no record holds more than `maxItems` items.
+    /// they fit, and no record holds more than `maxItems` items or `maxRecordBytes` of JSON.
     public static func chunks(transactions: [String], renewalInfos: [String]) -> [ServerAPIRecord] {
+        // The JSON around the items, and per item its quotes and comma (JWS text needs no escapes).
+        let envelope = #"{"signedTransactions":[],"signedRenewalInfos":[]}"#.utf8.count
         var records: [ServerAPIRecord] = []
-        var items = transactions.map { (true, $0) } + renewalInfos.map { (false, $0) }
-        while !items.isEmpty {
-            let slice = items.prefix(maxItems)
-            items.removeFirst(slice.count)
-            records.append(ServerAPIRecord(signedTransactions: slice.filter(\.0).map(\.1), signedRenewalInfos: slice.filter { !$0.0 }.map(\.1)))
+        var current = ServerAPIRecord(signedTransactions: [], signedRenewalInfos: [])
+        var count = 0, bytes = envelope
+        for (isTransaction, item) in transactions.map({ (true, $0) }) + renewalInfos.map({ (false, $0) }) {
+            let size = item.utf8.count + 3
+            if count > 0, count == maxItems || bytes + size > maxRecordBytes {
+                records.append(current)
+                current = ServerAPIRecord(signedTransactions: [], signedRenewalInfos: [])
+                count = 0
+                bytes = envelope
+            }
+            if isTransaction { current.signedTransactions.append(item) } else { current.signedRenewalInfos.append(item) }
+            count += 1
+            bytes += size
         }
+        if count > 0 { records.append(current) }
         return records
     }
 }
