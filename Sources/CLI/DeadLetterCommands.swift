@@ -3,9 +3,11 @@ import Foundation
 import Kafka
 import Runtime
 
-/// `storeledger dlq list|show|redrive`: the dead-letter topic for operators. Reads the whole topic
-/// with a throwaway consumer group (it commits nothing, so it never disturbs anyone), selects by
-/// stage, kind and time, and re-drives originals to their source topic after a fix.
+/// `storeledger dlq list|show|redrive`: the dead-letter topic for operators. Reads each partition up
+/// to where it ended when the command started, without joining a group (it commits nothing, so it
+/// never disturbs anyone), selects by stage, kind and time as it reads, and re-drives originals to
+/// their source topic after a fix. A partition that stops answering fails the command: it never
+/// reports a part of the topic as the whole.
 struct DeadLetterCommand: CLICommand {
     let name = "dlq"
     let summary = "Dead letters: `list` them with provenance (JSON lines), `show` one with its original bytes, `redrive` selected ones to their source topic (re-driving twice is harmless: the stages are idempotent)."
@@ -26,53 +28,89 @@ struct DeadLetterCommand: CLICommand {
         switch action {
         case "list":
             guard ids.isEmpty else { throw UsageError("list takes no ids") }
-            for (position, letter) in filter.select(try Self.readDeadLetters(kafka)) { print(Self.summaryLine(position, letter)) }
+            if filter.limit == nil {
+                try Self.forEachDeadLetter(kafka) { id, letter in if filter.matches(letter) { print(Self.summaryLine(id, letter)) } }
+            } else {
+                for (id, letter) in try Self.selected(kafka, filter) { print(Self.summaryLine(id, letter)) }
+            }
         case "show":
             guard ids.count == 1 else { throw UsageError("show takes exactly one id (partition@offset)") }
-            guard let found = try Self.readDeadLetters(kafka).first(where: { $0.0 == ids[0] }) else {
+            guard let letter = try Self.deadLetter(at: ids[0], kafka) else {
                 FileHandle.standardError.write(Data("storeledger dlq: no dead letter \(ids[0])\n".utf8))
                 return 1
             }
-            print(Self.detail(found.0, found.1))
+            print(Self.detail(ids[0], letter))
         case "redrive":
-            let all = try Self.readDeadLetters(kafka)
-            let chosen = ids.isEmpty ? filter.select(all) : all.filter { ids.contains($0.0) }
             let producer = try KafkaProducer(config: kafka)
             defer { producer.close() }
-            for (position, letter) in chosen {
-                let record = letter.redrive(from: "\(Topic.deadLetter)/\(position)")
+            var redriven = 0
+            func redrive(_ id: String, _ letter: DeadLetterRecord) throws {
+                let record = letter.redrive(from: "\(Topic.deadLetter)/\(id)")
                 let report = try producer.sendAndWait(topic: record.topic, key: record.key, value: record.value,
                                                       headers: record.headers, timeout: .seconds(10))
-                print(Self.json(["id": position, "redriven_to": "\(report.topic)/\(report.partition)@\(report.offset)"]))
+                print(Self.json(["id": id, "redriven_to": "\(report.topic)/\(report.partition)@\(report.offset)"]))
+                redriven += 1
             }
-            Logger(component: "dlq").info("dlq_redriven", ["count": .of(chosen.count)])
+            var missing: [String] = []
+            if !ids.isEmpty {
+                for id in ids {
+                    guard let letter = try Self.deadLetter(at: id, kafka) else { missing.append(id); continue }
+                    try redrive(id, letter)
+                }
+            } else if filter.limit == nil {
+                try Self.forEachDeadLetter(kafka) { id, letter in if filter.matches(letter) { try redrive(id, letter) } }
+            } else {
+                for (id, letter) in try Self.selected(kafka, filter) { try redrive(id, letter) }
+            }
+            Logger(component: "dlq").info("dlq_redriven", ["count": .of(redriven)])
+            if !missing.isEmpty {
+                FileHandle.standardError.write(Data("storeledger dlq: no dead letter \(missing.joined(separator: ", "))\n".utf8))
+                return 1
+            }
         default:
             throw UsageError("unknown action \(action): list, show or redrive")
         }
         return 0
     }
 
-    /// Every dead letter on the topic, in topic order per partition, with its `partition@offset` id.
-    static func readDeadLetters(_ kafka: KafkaConfig, timeout: Duration = .seconds(30)) throws -> [(String, DeadLetterRecord)] {
-        let consumer = try KafkaConsumer(config: kafka, groupId: "storeledger-dlq-\(UUID().uuidString)", topics: [Topic.deadLetter])
-        defer { consumer.close() }
-        var records: [KafkaRecord] = []
-        let deadline = ContinuousClock.now + timeout
-        var quietSince: ContinuousClock.Instant?
-        // Read until the partitions are assigned and nothing more arrives for a second.
-        while ContinuousClock.now < deadline {
-            let batch = try consumer.poll(maxRecords: 1000, timeout: .milliseconds(200))
-            records += batch
-            if !batch.isEmpty || consumer.assignment.isEmpty {
-                quietSince = nil
-            } else if let since = quietSince {
-                if ContinuousClock.now - since > .seconds(1) { break }
-            } else {
-                quietSince = .now
+    /// Hands every dead letter to `body`, partition by partition in offset order, each partition read
+    /// up to its end when the read began (letters arriving meanwhile wait for the next command).
+    static func forEachDeadLetter(_ kafka: KafkaConfig, _ body: (String, DeadLetterRecord) throws -> Void) throws {
+        let reader = try TopicRangeReader(config: kafka, timeout: .seconds(30))
+        for partition in 0..<(try reader.partitionCount(topic: Topic.deadLetter)) {
+            let (low, high) = try reader.watermarks(topic: Topic.deadLetter, partition: partition)
+            try reader.read(topic: Topic.deadLetter, partition: partition, from: low, to: high) { records in
+                for record in records {
+                    if let letter = DeadLetterRecord(record) { try body("\(partition)@\(record.offset)", letter) }
+                }
+                return true
             }
         }
-        return records.sorted { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
-            .compactMap { record in DeadLetterRecord(record).map { ("\(record.partition)@\(record.offset)", $0) } }
+    }
+
+    /// The letters `filter` selects, at most its last `limit`, in topic order per partition.
+    static func selected(_ kafka: KafkaConfig, _ filter: DeadLetterFilter) throws -> [(String, DeadLetterRecord)] {
+        var selection = DeadLetterSelection<String>(filter)
+        try forEachDeadLetter(kafka) { id, letter in selection.offer(id, letter) }
+        return selection.kept
+    }
+
+    /// The dead letter at `partition@offset`, read alone; nil when there is none.
+    static func deadLetter(at id: String, _ kafka: KafkaConfig) throws -> DeadLetterRecord? {
+        let parts = id.split(separator: "@")
+        guard parts.count == 2, let partition = Int32(parts[0]), let offset = Int64(parts[1]) else {
+            throw UsageError("\(id): a dead letter id is partition@offset")
+        }
+        let reader = try TopicRangeReader(config: kafka, timeout: .seconds(30))
+        guard (0..<(try reader.partitionCount(topic: Topic.deadLetter))).contains(partition) else { return nil }
+        let (low, high) = try reader.watermarks(topic: Topic.deadLetter, partition: partition)
+        guard (low..<high).contains(offset) else { return nil }
+        var found: DeadLetterRecord?
+        try reader.read(topic: Topic.deadLetter, partition: partition, from: offset, to: offset + 1) { records in
+            found = records.first { $0.offset == offset }.flatMap(DeadLetterRecord.init)
+            return false
+        }
+        return found
     }
 
     static func summaryLine(_ id: String, _ letter: DeadLetterRecord) -> String {

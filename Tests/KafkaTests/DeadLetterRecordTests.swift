@@ -97,6 +97,10 @@ final class DeadLetterRecordTests: XCTestCase {
         XCTAssertEqual(DeadLetterFilter(sinceMs: 20).select(letters).map(\.0), [2, 3, 4])
         XCTAssertEqual(DeadLetterFilter(limit: 2).select(letters).map(\.0), [3, 4])
         XCTAssertEqual(DeadLetterFilter(kind: "none").select(letters).map(\.0), [])
+        // Gathered while reading: a long topic keeps only the last `limit` matching letters.
+        var selection = DeadLetterSelection<Int>(DeadLetterFilter(stage: "decode", limit: 3))
+        for index in 0..<10_000 { selection.offer(index, letter(index % 2 == 0 ? "decode" : "dedupe", "a", at: Int64(index))) }
+        XCTAssertEqual(selection.kept.map(\.0), [9_994, 9_996, 9_998])
     }
 
     func testPrintableValueIsTextOnlyForPrintableUTF8() {

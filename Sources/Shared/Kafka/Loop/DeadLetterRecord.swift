@@ -171,8 +171,30 @@ public struct DeadLetterFilter: Sendable, Equatable {
 
     /// The selected letters, in the order given (topic order), keeping the last `limit`.
     public func select<T>(_ letters: [(T, DeadLetterRecord)]) -> [(T, DeadLetterRecord)] {
-        let matching = letters.filter { matches($0.1) }
-        guard let limit else { return matching }
-        return Array(matching.suffix(max(0, limit)))
+        var selection = DeadLetterSelection<T>(self)
+        for (id, letter) in letters { selection.offer(id, letter) }
+        return selection.kept
+    }
+}
+
+/// The letters a filter selects, gathered as they are read: what it keeps is bounded by `limit`, not
+/// by the topic (a topic anyone can grow by posting junk to the notification endpoint).
+public struct DeadLetterSelection<T> {
+    public let filter: DeadLetterFilter
+    private var buffer: [(T, DeadLetterRecord)] = []
+
+    public init(_ filter: DeadLetterFilter) { self.filter = filter }
+
+    public mutating func offer(_ id: T, _ letter: DeadLetterRecord) {
+        guard filter.matches(letter) else { return }
+        buffer.append((id, letter))
+        // Trimmed when twice the limit: amortised constant time per letter, at most 2 × limit held.
+        if let limit = filter.limit, buffer.count >= 2 * max(1, limit) { buffer.removeFirst(buffer.count - limit) }
+    }
+
+    /// In the order offered, the last `limit` of them.
+    public var kept: [(T, DeadLetterRecord)] {
+        guard let limit = filter.limit else { return buffer }
+        return Array(buffer.suffix(max(0, limit)))
     }
 }
