@@ -140,6 +140,11 @@ final class NotificationV2Tests: XCTestCase {
         XCTAssertNoThrow(try decoding(env))
         XCTAssertThrowsError(try decoding(["STORELEDGER_APPLE_ROOTS": "/nonexistent.der"]))
         XCTAssertThrowsError(try decoding(["STORELEDGER_ENVIRONMENT": "Staging"]))
+        // Apple signs every app's receipts alike: receipt validation needs the app's bundle id.
+        let receiptsOnly = ["STORELEDGER_RECEIPT_ROOTS": roots, "STORELEDGER_ENVIRONMENT": "Sandbox", "STORELEDGER_X509_STRICT": "false"]
+        XCTAssertThrowsError(try decoding(receiptsOnly)) { XCTAssertTrue("\($0)".contains("STORELEDGER_BUNDLE_ID"), "\($0)") }
+        XCTAssertThrowsError(try decoding(["STORELEDGER_VERIFY_RECEIPT_URLS": "https://buy.itunes.apple.com/verifyReceipt"]))
+        XCTAssertNoThrow(try decoding(receiptsOnly.merging(["STORELEDGER_BUNDLE_ID": "com.example"]) { $1 }))
     }
 }
 

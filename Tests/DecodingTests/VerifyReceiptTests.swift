@@ -113,6 +113,20 @@ final class VerifyReceiptTests: XCTestCase {
         XCTAssertEqual(try BoundedHTTPExchange.send(URLRequest(url: server.url("/b")), limit: 1_000, timeout: 5, statusOnly: true).get().status, 200)
     }
 
+    /// verifyReceipt answers status 0 for any app's receipt: an answer about another bundle is refused.
+    func testAnAnswerAboutAnotherAppsReceiptIsRefused() throws {
+        let body = Array(#"{"user_id":"u","receipt_data":"AAAA"}"#.utf8)
+        let server = try ScriptedServer(responses: [(200, Self.sandboxAnswer), (200, Self.sandboxAnswer)])
+        let ours = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(server), bundleIds: ["com.example.app"])
+        XCTAssertFalse(try ours.decode(body: body, receivedAtMs: 1, rawPosition: nil).get().isEmpty)
+        let theirs = ReceiptUploadDecoder(validation: .verifyReceipt, verifier: nil, verifyReceipt: client(server), bundleIds: ["com.other.app"])
+        guard case .permanent(let failure)? = theirs.decode(body: body, receivedAtMs: 1, rawPosition: nil).failureValue else {
+            return XCTFail("expected a permanent failure")
+        }
+        XCTAssertEqual(failure.kind, ReceiptFailure.wrongBundle)
+        XCTAssertTrue(failure.reason.contains("com.example.app"), failure.reason)
+    }
+
     func testUploadViaVerifyReceiptBecomesEventsWithRenewalInfo() throws {
         let body = Self.sandboxAnswer
         let server = try ScriptedServer(responses: [(200, body)])

@@ -82,6 +82,10 @@ public struct AppleDecodingConfiguration: Sendable {
         if !appleRoots.isEmpty, production, appAppleId == nil {
             throw ConfigurationError("\(Setting.appAppleId) is required when Production data is accepted (or set \(Setting.environment)=Sandbox)")
         }
+        if !receiptRoots.isEmpty || verifyReceiptProductionURL != nil, bundleId == nil {
+            // Apple signs every app's receipts alike: without the bundle id any app's would be accepted.
+            throw ConfigurationError("receipt validation (\(Setting.receiptRoots) or \(Setting.verifyReceiptURLs)) is configured but \(Setting.bundleId) is not: receipts are checked against the app's bundle id")
+        }
         if receiptValidation == .verifyReceipt, verifyReceiptProductionURL == nil {
             throw ConfigurationError("\(Setting.receiptValidation)=verify-receipt needs \(Setting.verifyReceiptURLs)")
         }
@@ -104,7 +108,8 @@ public struct AppleDecodingConfiguration: Sendable {
                                 password: verifyReceiptPassword, excludeOldTransactions: excludeOldTransactions)
         }
         if verifier != nil || client != nil {
-            receipts = ReceiptUploadDecoder(validation: receiptValidation, verifier: verifier, verifyReceipt: client)
+            receipts = ReceiptUploadDecoder(validation: receiptValidation, verifier: verifier, verifyReceipt: client,
+                                            bundleIds: bundleId.map { [$0] } ?? [])
         }
         return AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: v1SharedSecrets), v2: v2, receipts: receipts)
     }

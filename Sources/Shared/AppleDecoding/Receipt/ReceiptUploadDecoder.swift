@@ -24,11 +24,16 @@ public struct ReceiptUploadDecoder: Sendable {
     public let validation: ReceiptValidation
     public let verifier: AppReceiptVerifier?
     public let verifyReceipt: VerifyReceiptClient?
+    /// Bundles whose receipts verifyReceipt's answers may describe; empty accepts any. (Apple answers
+    /// status 0 for a receipt of any app; local validation checks the bundle in its verifier.)
+    public let bundleIds: Set<String>
 
-    public init(validation: ReceiptValidation, verifier: AppReceiptVerifier?, verifyReceipt: VerifyReceiptClient?) {
+    public init(validation: ReceiptValidation, verifier: AppReceiptVerifier?, verifyReceipt: VerifyReceiptClient?,
+                bundleIds: Set<String> = []) {
         self.validation = validation
         self.verifier = verifier
         self.verifyReceipt = verifyReceipt
+        self.bundleIds = bundleIds
     }
 
     public struct Upload: Sendable {
@@ -92,6 +97,12 @@ public struct ReceiptUploadDecoder: Sendable {
         case .retryable(let reason): return .failure(.retryable(reason))
         case .rejected(let status, let reason): return .failure(.permanent(PermanentFailure("verify_receipt_\(status)", reason)))
         case .valid(let response, let environment):
+            let receipt = JSONFields(response).object("receipt")
+            let bundle = receipt?.string("bundle_id") ?? receipt?.string("bid")
+            if !bundleIds.isEmpty, !bundleIds.contains(bundle ?? "") {
+                return .failure(.permanent(PermanentFailure(ReceiptFailure.wrongBundle,
+                    "verifyReceipt describes a receipt of bundle \(bundle ?? "(none)"), not \(bundleIds.sorted().joined(separator: ", "))")))
+            }
             return VerifyReceiptResponse.events(JSONFields(response), endpoint: environment, context).mapError { .permanent($0) }
         }
     }
