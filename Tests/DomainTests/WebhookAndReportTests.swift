@@ -55,6 +55,10 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(rows[3].refundTimeCutMs, 20 * day)
         XCTAssertEqual(rows[0].csvLine, "2025-01-01,Production,vip.1m,USD,1,0,1,0,0,0,,,0,0,0,0,0,0")
         XCTAssertEqual(csvField("a,\"b\""), "\"a,\"\"b\"\"\"")
+        // Formulas are neutralised; numbers, negative ones too, stay numbers.
+        XCTAssertEqual(csvField("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"")
+        XCTAssertEqual(["+1+1", "@SUM(A1)", "-cmd", "\tx"].map(csvField), ["'+1+1", "'@SUM(A1)", "'-cmd", "'\tx"])
+        XCTAssertEqual(["-4990", "-0.5", "12", "vip.1m", ""].map(csvField), ["-4990", "-0.5", "12", "vip.1m", ""])
     }
 
     func testMetricsActiveTrialsConversionMRRAndChurn() {

@@ -410,6 +410,8 @@ final class HTTPMessageTests: XCTestCase {
         XCTAssertEqual(text.body, Array("héllo".utf8))
         XCTAssertEqual(text.headers["Content-Type"], "text/plain; charset=utf-8")
         XCTAssertEqual(HTTPResponse.json(["b": 1, "a": 2]).body, Array(#"{"a":2,"b":1}"#.utf8))
+        XCTAssertEqual(HTTPResponse.json(["a": 1]).headers["x-content-type-options"], "nosniff")
+        XCTAssertEqual(error.headers["cache-control"], "no-store", "answers may carry customer data")
         XCTAssertEqual(HTTPResponse.json(Double.nan).status, 500)
     }
 }

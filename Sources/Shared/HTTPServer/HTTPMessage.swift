@@ -110,8 +110,10 @@ public struct HTTPResponse: Sendable {
     }
 
     /// Already-encoded JSON.
+    /// Answers carry customer data: never sniffed into another type, never stored by a cache.
     public static func json(status: Int = 200, data: Data) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: [UInt8](data))
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json", "X-Content-Type-Options": "nosniff",
+                                               "Cache-Control": "no-store"], body: [UInt8](data))
     }
 
     public static func text(status: Int = 200, _ text: String) -> HTTPResponse {

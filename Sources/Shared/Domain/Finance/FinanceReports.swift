@@ -150,9 +150,18 @@ public struct ReconcileRow: Codable, Sendable, Equatable {
 }
 
 /// RFC 4180 quoting where needed (product ids and offer ids are Apple's text).
+/// A CSV cell. Text a spreadsheet would run as a formula (starting with `=`, `+`, `@`, a tab or a
+/// carriage return, or `-` not starting a number) gets a leading apostrophe, as OWASP advises: the
+/// ids in these reports come from Apple and the catalog, but an operator opens the file in a spreadsheet.
 public func csvField(_ text: String) -> String {
-    guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
-    return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    var cell = text
+    if let first = text.utf8.first {
+        let formula = first == UInt8(ascii: "=") || first == UInt8(ascii: "+") || first == UInt8(ascii: "@")
+            || first == 0x09 || first == 0x0D || (first == UInt8(ascii: "-") && Double(text) == nil)
+        if formula { cell = "'" + text }
+    }
+    guard cell.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return cell }
+    return "\"" + cell.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 
 public enum Reconciliation {
