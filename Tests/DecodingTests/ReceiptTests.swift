@@ -162,10 +162,12 @@ final class ReceiptTests: XCTestCase {
         XCTAssertEqual(events.first { $0.subscriptionKey != key }?.transactions.map(\.transactionId),
                        [generated.consumableTransactionId])
         XCTAssertEqual(Set(events.map(\.subscriptionKey)).count, events.count)
-        // Same receipt, same user → same event id; another user → another id (R2 and fraud evidence).
-        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 6, rawPosition: nil).get().first?.eventId, events.first?.eventId)
+        // The same upload decoded again (a redelivery) → the same event id; another user → another id
+        // (fraud evidence). An upload at another time is another claim (testEachUploadIsAnInputOfItsOwn…);
+        // its purchases still grant once (R2: dedupe matches them by identity).
+        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 5, rawPosition: nil).get().first?.eventId, events.first?.eventId)
         let other = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": 42, "receipt_data": generated.base64]))
-        let otherEvent = try XCTUnwrap(try upload.decode(body: other, receivedAtMs: 6, rawPosition: nil).get().first)
+        let otherEvent = try XCTUnwrap(try upload.decode(body: other, receivedAtMs: 5, rawPosition: nil).get().first)
         XCTAssertEqual(otherEvent.appUserId, "42")
         XCTAssertNotEqual(otherEvent.eventId, events.first?.eventId)
     }
@@ -230,6 +232,19 @@ final class ReceiptTests: XCTestCase {
                 }
             }
         }
+    }
+
+    /// Each upload is an input of its own (R17: each claims at its time): the same receipt uploaded
+    /// at another time gets another event id; the same upload decoded again (a redelivery, a replay)
+    /// gets the same one.
+    func testEachUploadIsAnInputOfItsOwnAndARedeliveryIsTheSame() throws {
+        let upload = ReceiptUploadDecoder(validation: .local, verifier: try GeneratedReceipt.verifier(), verifyReceipt: nil)
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: ["user_id": "u", "receipt_data": try GeneratedReceipt.make().base64]))
+        let first = try upload.decode(body: body, receivedAtMs: 1_000, rawPosition: nil).get().map(\.eventId)
+        XCTAssertEqual(try upload.decode(body: body, receivedAtMs: 1_000, rawPosition: nil).get().map(\.eventId), first)
+        let later = try upload.decode(body: body, receivedAtMs: 2_000, rawPosition: nil).get().map(\.eventId)
+        XCTAssertEqual(later.count, first.count)
+        XCTAssertTrue(Set(later).isDisjoint(with: first))
     }
 
     func testUploadShapeFailures() throws {

@@ -208,6 +208,48 @@ final class StrangeTrafficTests: XCTestCase {
         }
     }
 
+    /// S19 when StoreLedger never saw the purchase (bought before it ran, or a sandbox notification
+    /// sent once and lost): a V2 renewal alone repeats account A's token; it claims as of the original
+    /// purchase, so account B's later restore keeps the subscription in every order.
+    func testR17AV2RenewalAloneClaimsAsOfTheOriginalPurchase() {
+        let accountA = "aaaaaaaa-0000-4000-8000-00000000000a"
+        let first = Apple.period("1", otid: otid, start: t0, token: accountA)
+        var renewal = Apple.period("2", otid: otid, start: t0 + month, token: accountA)
+        renewal.transactionReason = "RENEWAL"
+        renewal.originalPurchaseDateMs = t0
+        var restore = Apple.receipt(user: "account-b", otid: otid, [first], id: "restore-b")
+        restore.receivedAtMs = t0 + 10 * day
+        let renew = Apple.v2("DID_RENEW", uuid: "renew", otid: otid, [renewal], signed: t0 + month)
+        for run in everyOrder([restore, renew]) {
+            XCTAssertEqual(run.t.state(otid).userId, "account-b", "order \(run.order)")
+            XCTAssertTrue(run.t.user(accountA).isEmpty, "order \(run.order)")
+        }
+        // A purchase (not a renewal) on which the app set a token not carried before claims as of itself.
+        let accountC = "cccccccc-0000-4000-8000-00000000000c"
+        var repurchase = Apple.period("3", otid: otid, start: t0 + 3 * month, token: accountC)
+        repurchase.transactionReason = "PURCHASE"
+        repurchase.originalPurchaseDateMs = t0
+        let resubscribe = Apple.v2("SUBSCRIBED", subtype: "RESUBSCRIBE", uuid: "resubscribe", otid: otid, [repurchase], signed: t0 + 3 * month)
+        for run in everyOrder([restore, renew, resubscribe]) {
+            XCTAssertEqual(run.t.state(otid).userId, accountC, "order \(run.order)")
+        }
+    }
+
+    /// The first account uploading the same receipt again, after another account's upload, claims it
+    /// back: each upload is a claim at its own time (the decoder gives each its own event id).
+    func testR17UploadingTheSameReceiptAgainClaimsItBack() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        var uploads: [AppleEvent] = []
+        for (index, user) in ["account-a", "account-b", "account-a"].enumerated() {
+            var upload = Apple.receipt(user: user, otid: otid, [a], id: "upload-\(index)")
+            upload.receivedAtMs = t0 + Int64(index + 1) * day
+            uploads.append(upload)
+        }
+        for run in everyOrder(uploads) {
+            XCTAssertEqual(run.t.state(otid).userId, "account-a", "order \(run.order)")
+        }
+    }
+
     func testR17UUIDUserIdsCompareCaseInsensitively() {
         let user = "6f1c2a4e-0000-4000-8000-00000000abcd"
         let a = Apple.period("A", otid: otid, start: t0, token: user)

@@ -58,7 +58,11 @@ public struct ReceiptUploadDecoder: Sendable {
         case .success(let value): upload = value
         case .failure(let failure): return .failure(.permanent(failure))
         }
-        let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(upload.receiptData.utf8))
+        // Each upload is a claim of its own (R17), so its time is part of its identity: the same receipt
+        // uploaded again by an account after another account's upload claims it back. Apple's and
+        // Kafka's redeliveries of one upload keep the time ingest gave it, and stay one input.
+        let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(String(receivedAtMs).utf8) + [0]
+                                         + Array(upload.receiptData.utf8))
         let context = EventContext(digest: digest, userId: upload.userId, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
         switch validation {
         case .verifyReceipt:

@@ -71,7 +71,11 @@ struct Classification {
         guard let token else { return }
         let user = token.lowercased()
         // R17: the token claims as of the first purchase that carries it; membership keeps the earliest.
-        let claimed = carriers.filter { $0.appAccountToken?.lowercased() == user }.map(\.purchaseDateMs).min()
+        // A renewal repeats the token the app set on the subscription's purchase: it claims as of that
+        // purchase, not as of itself, even when the purchase was never seen here.
+        let claimed = carriers.filter { $0.appAccountToken?.lowercased() == user }.map { t in
+            t.transactionReason == "RENEWAL" ? min(t.purchaseDateMs, t.originalPurchaseDateMs ?? t.purchaseDateMs) : t.purchaseDateMs
+        }.min()
         add("link", .linkUser(UserLink(userId: user, via: UserLink.appAccountToken, transfer: transfer, claimedAtMs: claimed)),
             "\(via) carries appAccountToken \(user)", cause())
     }
