@@ -135,6 +135,22 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(u.entitlement(otid), [interval(t0, t0 + 6 * day)])
     }
 
+    /// S15 with R15: the top-level-only CANCEL arrives before its purchase, in a body that does not
+    /// list it. Dedupe keeps the cancellation and cuts the purchase when it arrives: the same
+    /// membership in every order, Apple's retry of the CANCEL included.
+    func testR15TopLevelCancellationBeforeItsPurchaseCutsItWhenItArrives() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        let buy = Apple.v1("INITIAL_BUY", otid: otid, [a])
+        let cancel = topLevelCancel(web: "wA", at: t0 + 6 * day, shows: [])
+        assertConverges([buy, cancel], to: [interval(t0, t0 + 6 * day)])
+        assertConverges([cancel, buy, cancel], to: [interval(t0, t0 + 6 * day)])
+        // In arrival order the purchase is granted already cut, and the retry cuts nothing more.
+        var t = Transcript()
+        t.feed(cancel)
+        XCTAssertEqual(t.feed(buy).entries.filter { $0.kind == .grant }.first?.interval, interval(t0, t0 + 6 * day))
+        XCTAssertFalse(t.feed(cancel).entries.contains { $0.kind == .cut }, "the retry cuts nothing more")
+    }
+
     func testR15TopLevelCancellationThatMatchesNoPurchaseIsRecorded() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: otid, [Apple.period("A", otid: otid, start: t0)]))

@@ -266,7 +266,7 @@ struct Classification {
         guard !matched else { return }
         let web = meta.webOrderLineItemId.map { " web_order_line_item_id \($0)" } ?? ""
         add("cancel", .record("unmatched-cancellation"),
-            "\(via): cancellation at \(TimeText.iso(at))\(web) names no purchase known here: recorded, nothing cut (R15)", cause())
+            "\(via): cancellation at \(TimeText.iso(at))\(web) names no purchase known here: recorded, nothing cut now; dedupe keeps it and it cuts the purchase it names when that arrives (R15, S15)", cause())
     }
 
     /// Informational and unknown types are evidence on their own. A known type that brings nothing

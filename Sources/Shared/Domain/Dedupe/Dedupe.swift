@@ -52,7 +52,12 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule =
     let statedAt = event.appleStatedAtMs
     let reported = withTopLevelCancellation(event, known: known)
         .sorted { ($0.purchaseDateMs, $0.transactionId) < ($1.purchaseDateMs, $1.transactionId) }
-    for transaction in reported {
+    if let pending = PendingCancellation.record(event, reported: reported),
+       !memory.contains(where: { $0.purchaseId == pending.purchaseId }) {
+        memory.append(pending)
+        touched.insert(pending.purchaseId)
+    }
+    for var transaction in reported {
         var identity = PurchaseIdentity(subscriptionKey: event.subscriptionKey, bundleId: event.bundleId,
                                         transaction: transaction).description
         if rule == .trustTransactionId { identity += "|t:\(transaction.transactionId)" }
@@ -79,6 +84,16 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule =
             change = factsChanged ? PurchaseChange(purchaseId: purchase.purchaseId, kind: .changed,
                                                    transaction: merged, aliases: purchase.aliases) : nil
         } else {
+            // A top-level cancellation that arrived before this purchase (R15, S15) cuts it now, as it
+            // would have had the purchase come first; a newer statement in the copy itself wins.
+            var copy = copy
+            if let pending = memory.last(where: { PendingCancellation.names($0, transaction) }) {
+                let earlier = CancellationStatement(pending)
+                if earlier.isNewer(than: copy) {
+                    earlier.apply(to: &transaction)
+                    copy = earlier
+                }
+            }
             // Two distinct purchase events of one product in the same second (only possible with
             // different web order line items) keep apart by adding the web order id to the second.
             var id = identity
@@ -127,10 +142,42 @@ public func withTopLevelCancellation(_ event: AppleEvent, known: [KnownPurchase]
     }
     if let index = transactions.lastIndex(where: named) {
         transactions[index] = cancelled(transactions[index])
-    } else if let purchase = known.last(where: { named($0.facts) }) {
+    } else if let purchase = known.last(where: { !PendingCancellation.isOne($0) && named($0.facts) }) {
         transactions.append(cancelled(purchase.facts))
     }
     return transactions
+}
+
+/// R15 with S15: a V1 CANCEL whose top-level cancellation names no purchase known yet (its body need
+/// not list the purchase at all) is kept in dedupe's memory as a record of its own, and cuts the
+/// purchase it names when that purchase first arrives, as it would have had the purchase come first.
+/// The record is no purchase: nothing matches a transaction to it (its product is empty, it has no
+/// alias), it grants nothing, and nothing but this rule reads it.
+enum PendingCancellation {
+    static let prefix = "pending-cancel:"
+
+    static func isOne(_ purchase: KnownPurchase) -> Bool { purchase.purchaseId.hasPrefix(prefix) }
+
+    /// The record to keep for `event`, when its top-level cancellation names none of `reported`.
+    static func record(_ event: AppleEvent, reported: [TransactionFacts]) -> KnownPurchase? {
+        guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else { return nil }
+        let otid = meta.originalTransactionId ?? event.transactions.first?.originalTransactionId ?? event.subscriptionKey
+        let facts = TransactionFacts(transactionId: "", originalTransactionId: otid, webOrderLineItemId: meta.webOrderLineItemId,
+                                     productId: "", purchaseDateMs: at, cancellationDateMs: at,
+                                     cancellationReason: meta.cancellationReason)
+        let pending = KnownPurchase(purchaseId: "\(prefix)\(meta.webOrderLineItemId ?? "-")@\(at)", facts: facts, aliases: [],
+                                    cancellationStatedAtMs: max(event.appleStatedAtMs, at))
+        return reported.contains { names(pending, $0) } ? nil : pending
+    }
+
+    /// Whether `pending` (a kept cancellation) names `transaction`: by web order line item when it
+    /// has one, else the period of its subscription that contains the cancellation instant.
+    static func names(_ pending: KnownPurchase, _ transaction: TransactionFacts) -> Bool {
+        guard isOne(pending), let at = pending.facts.cancellationDateMs else { return false }
+        if let web = pending.facts.webOrderLineItemId { return transaction.webOrderLineItemId == web }
+        return transaction.originalTransactionId == pending.facts.originalTransactionId
+            && transaction.purchaseDateMs <= at && at < (transaction.expiresDateMs ?? Int64.max)
+    }
 }
 
 /// R14: a purchase's cancellation status (cancelled at a date, or not cancelled) as Apple stated it
