@@ -56,7 +56,15 @@ public struct MembershipWriter {
         let keys = Array(Set(commands.map(\.subscriptionKey))).sorted()
         let loaded = try store.lockStates(keys)
         var users = Set(loaded.compactMap(\.userId))
-        for command in commands { if case .linkUser(let link) = command.action { users.insert(link.userId) } }
+        let states = Dictionary(loaded.map { ($0.subscriptionKey, $0) }) { first, _ in first }
+        for command in commands {
+            guard case .linkUser(let link) = command.action else { continue }
+            users.insert(link.userId)
+            // A claim can hand the subscription to an earlier claimant (R17: a token's claim only
+            // moves earlier), who must be locked and loaded too: their other subscriptions make
+            // their per-user view, which is rewritten whole.
+            users.formUnion(states[command.subscriptionKey]?.claimants ?? [])
+        }
         var others: [SubscriptionState] = []
         if !users.isEmpty {
             let ordered = users.sorted()

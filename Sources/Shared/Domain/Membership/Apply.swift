@@ -368,6 +368,13 @@ extension MembershipBook {
     }
 }
 
+extension SubscriptionState {
+    /// Every user with a claim on this subscription (R17): any of them may own it after the next claim.
+    public var claimants: Set<String> {
+        Set(claims.keys.compactMap { key in key.firstIndex(of: "|").map { String(key[key.index(after: $0)...]) } })
+    }
+}
+
 /// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
 /// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
 func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
