@@ -88,6 +88,21 @@ final class ReplayPlanTests: XCTestCase {
         XCTAssertEqual(plan(stored: result.after, fresh: fresh).commands, [])
     }
 
+    /// A purchase the wrong code invented inside another's period (which it cut as its successor) and
+    /// the fixed code drops: taken back, it replaces nothing, so the period it cut is whole again, as
+    /// the fresh fold has it, and a second replay plans nothing.
+    func testATakenBackPurchaseNoLongerCutsThePeriodItSuperseded() {
+        var bogus = grant("b", start: 10_000, end: 400_000)
+        bogus.productId = "p.1y"
+        let stored = fold([grant("a", start: 0, end: 100_000), bogus])
+        XCTAssertEqual(stored.userEntitlement("u1", group: "g"), [Interval(startMs: 0, endMs: 400_000)])
+        let fresh = fold([grant("a", start: 0, end: 100_000)])
+        let result = plan(stored: stored, fresh: fresh)
+        XCTAssertEqual(result.after.userEntitlement("u1", group: "g"), [Interval(startMs: 0, endMs: 100_000)])
+        XCTAssertEqual(result.after.userEntitlement("u1", group: "g"), fresh.userEntitlement("u1", group: "g"))
+        XCTAssertEqual(plan(stored: result.after, fresh: fresh).commands, [], "a second replay writes nothing")
+    }
+
     func testChangedFactsAreRestatedAndReconciled() {
         // The wrong rule: a crossgrade granted as a new period after the old one, which kept its whole period.
         let stored = fold([grant("a", start: 0, end: 100_000), grant("b", start: 100_000, end: 200_000)])

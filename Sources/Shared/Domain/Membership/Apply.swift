@@ -225,7 +225,7 @@ extension MembershipBook {
     private mutating func applyGrace(_ grace: GracePeriodGrant, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let state = subscriptions[key]!
-        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable }
+        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable && !$0.isTakenBack }
         let group = grace.group ?? grace.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
             ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
         let from = grace.fromMs ?? renewables.filter { $0.group == group }.compactMap(\.endMs).max()
@@ -244,7 +244,7 @@ extension MembershipBook {
     private mutating func applyGraceEnd(_ end: GraceEnd, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let state = subscriptions[key]!
-        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable }
+        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable && !$0.isTakenBack }
         let group = end.group ?? end.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
             ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
         guard let group else { return [] }
@@ -405,7 +405,8 @@ struct TargetFacts {
         grants = state.grants
         graces = state.graces
         graceEnds = state.graceEnds
-        renewables = state.grants.values.filter { $0.productKind == .autoRenewable && $0.group == group }
+        // A purchase a replay took back is none of its own: it replaces no period.
+        renewables = state.grants.values.filter { $0.productKind == .autoRenewable && $0.group == group && !$0.isTakenBack }
             .sorted { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
     }
 }

@@ -67,6 +67,10 @@ public struct PurchaseGrant: Codable, Sendable, Equatable {
     public var inCatalog: Bool?
     public var environment: String?
 
+    /// A replay found this purchase is none of its own (merged into another, or dropped): its grant is
+    /// taken back whole (`Cut.Kind.correction`), and it counts as no purchase anywhere.
+    public var isTakenBack: Bool { cut?.kind == .correction }
+
     public init(purchaseId: String, transactionId: String, originalTransactionId: String, productId: String,
                 productKind: ProductKind, group: String, startMs: Int64, endMs: Int64?, cut: Cut? = nil,
                 credit: Int? = nil, finance: FinanceFlags = FinanceFlags(), level: Int? = nil, durationDays: Int? = nil,
