@@ -52,6 +52,19 @@ public struct ReplayStore {
             """)
     }
 
+    /// Of these subscriptions, the ones stored as owned by one of `users` (`subscription:<key>` names one
+    /// without an owner).
+    public func owned(by users: Set<String>, among keys: [String]) throws -> Set<String> {
+        let rows = try db.query("SELECT subscription_key, user_id FROM subscriptions WHERE subscription_key = ANY(\(keys))")
+        var owned: Set<String> = []
+        for row in rows {
+            let key = try row.string("subscription_key")
+            let user: String? = try row.decode("user_id")
+            if users.contains(user ?? "subscription:\(key)") { owned.insert(key) }
+        }
+        return owned
+    }
+
     /// The stored states of these subscriptions (unlocked: the replay holds the stages' groups).
     public func states(_ keys: [String]) throws -> [SubscriptionState] {
         try subscriptionStates(try db.query("""

@@ -198,6 +198,13 @@ public struct ReplayEngine {
         try db.begin()
         var committed = false
         defer { if !committed { try? db.rollback() } }
+        if let users = request.users, request.stage == .decode || request.stage == .dedupe {
+            // Only the named users' subscriptions are rebuilt: dedupe's memory of the others must stay
+            // as their ledger (left alone) was computed, or the two would disagree.
+            let owned = try ReplayStore(db).owned(by: users, among: keysInRange.sorted())
+            keysInRange = keysInRange.filter { owned.contains($0) || users.contains("subscription:\($0)") }
+            records.removeAll { record in record.key.map { !keysInRange.contains(String(decoding: $0, as: UTF8.self)) } ?? true }
+        }
         let keys = keysInRange.sorted()
         // Records a previous replay superseded (it republished the subscription's corrected derivation).
         let horizons = try loadHorizons(db, keys: keys, topics: request.stage == .decode ? [] : request.stage.inputTopics)
