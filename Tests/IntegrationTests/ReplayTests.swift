@@ -112,6 +112,43 @@ final class ReplayTests: XCTestCase {
         }
     }
 
+    /// `--users` at the dedupe stage rebuilds those owners' dedupe memory only: another owner's split
+    /// purchase stays split in memory as in their ledger, until a replay names them.
+    func testAUsersReplayOfDedupeRebuildsOnlyThoseUsersMemory() throws {
+        let stub = try ScenarioVerifyReceiptStub()
+        defer { stub.stop() }
+        let cluster = try Cluster()
+        defer { cluster.stop() }
+        var environment = try ScenarioBodies.clusterEnvironment(verifyReceiptURL: stub.url)
+        environment["STORELEDGER_TEST_WRONG_RULE"] = "trust-transaction-id"
+        try cluster.start(extraEnvironment: environment)
+        let db = try cluster.database()
+        defer { db.close() }
+        let p = "rpu"
+        let bought = ScenarioBodies.Tx.period("\(p)-s1-0", otid: "\(p)-s1", start: ScenarioBodies.t0, token: "user-\(p)1")
+        var restored = bought
+        restored.id = "\(p)-s1-0r"
+        for body in [try ScenarioBodies.v1("INITIAL_BUY", otid: "\(p)-s1", [bought]), try ScenarioBodies.v1("INITIAL_BUY", otid: "\(p)-s1", [restored])] {
+            XCTAssertEqual(try HTTP.post("\(cluster.ingestURL)/v1/notifications/appstore", body: try ScenarioBodies.data(body)).status, 200)
+        }
+        try waitUntilCaughtUp(cluster)
+        let s1 = ScenarioWorld.key("\(p)-s1")
+        XCTAssertEqual(try purchaseCount(db, s1), 2, "the wrong dedupe rule split the restored purchase")
+        for stage in Cluster.stages { cluster.kill(stage, signal: SIGTERM) }
+        let pids = Cluster.stages.compactMap { cluster.supervisor.pid(of: $0) }
+        try waitUntil("the stages stopped", timeout: 30) { pids.allSatisfy { kill($0, 0) != 0 } }
+
+        let fixed = environment.filter { $0.key != "STORELEDGER_TEST_WRONG_RULE" }
+        let others = try replay(cluster, fixed, ["--stage", "dedupe", "--from", "earliest", "--users", "nobody"])
+        XCTAssertEqual(others.status, 0, others.stderr)
+        XCTAssertEqual(try others.report().entriesWritten, 0, others.stdout)
+        XCTAssertEqual(try purchaseCount(db, s1), 2, "another owner's dedupe memory is left as their ledger has it")
+        let theirs = try replay(cluster, fixed, ["--stage", "dedupe", "--from", "earliest", "--users", "user-\(p)1"])
+        XCTAssertEqual(theirs.status, 0, theirs.stderr)
+        XCTAssertGreaterThan(try theirs.report().entriesWritten, 0, theirs.stdout)
+        XCTAssertEqual(try purchaseCount(db, s1), 1, "named, its memory is rebuilt and the split purchase merges")
+    }
+
     /// Dry run, then the real run: the same owners and entry count, and the written entries are
     /// compensations that name the replay and publish as membership events.
     private func correct(_ cluster: Cluster, _ environment: [String: String], _ db: PGConnection,
