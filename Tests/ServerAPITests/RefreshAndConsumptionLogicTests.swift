@@ -6,6 +6,7 @@ import Foundation
 import Kafka
 @testable import Simulator
 import Stages
+import Synchronization
 import Store
 import XCTest
 
@@ -63,6 +64,30 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         }
         XCTAssertEqual(sized.flatMap(\.signedTransactions), appleSized)
         XCTAssertEqual(sized.flatMap(\.signedRenewalInfos), ["r"])
+    }
+
+    /// A CONSUMPTION_REQUEST that reached the decoded topic without passing decode's bounds (here a
+    /// signed date of Int64.min, which trapped the policy's arithmetic) is dead-lettered before anything
+    /// is looked up or sent; other events are not this stage's to refuse.
+    func testConsumptionStageDeadLettersARequestOutOfBoundsBeforeAnsweringIt() throws {
+        let sent = Mutex(0)
+        let stage = ConsumptionStage(policy: ConsumptionPolicy()) { _, _, _ in
+            sent.withLock { $0 += 1 }
+            return .success(())
+        }
+        func record(_ type: String, signedDateMs: Int64) -> KafkaRecord {
+            let transaction = TransactionFacts(transactionId: "t1", originalTransactionId: "o1", productId: "vip.a.1m",
+                                               purchaseDateMs: 1_735_689_600_000)
+            let event = AppleEvent(eventId: "v2:\(type)", source: .notificationV2, environment: "Sandbox", bundleId: "com.example",
+                                   subscriptionKey: "o1@Sandbox",
+                                   notification: NotificationMeta(type: type, uuid: "u-\(type)", signedDateMs: signedDateMs),
+                                   transactions: [transaction], receivedAtMs: 1_735_689_600_000)
+            return KafkaRecord(topic: Topic.decoded, partition: 0, offset: 0, key: Array("o1@Sandbox".utf8),
+                               value: TopicRecords.encode(event), headers: [], timestamp: 0)
+        }
+        let result = try stage.process([record("CONSUMPTION_REQUEST", signedDateMs: .min), record("DID_RENEW", signedDateMs: .min)], database: nil)
+        XCTAssertEqual(result.deadLetters.map(\.errorKind), ["date_out_of_range"])
+        XCTAssertEqual(sent.withLock { $0 }, 0)
     }
 
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {

@@ -29,7 +29,6 @@ public struct ConsumptionStage: StageLogic {
     }
 
     public func process(_ records: [KafkaRecord], database: PGConnection?) throws -> StageBatchResult {
-        guard let database else { throw ConsumptionPolicyError("the consumption stage needs PostgreSQL") }
         var result = StageBatchResult()
         for record in records {
             guard let event = try? TopicRecords.decodeAppleEvent(record.value) else {
@@ -44,6 +43,7 @@ public struct ConsumptionStage: StageLogic {
                 result.deadLetters.append(DeadLetter(stage: name, record: record, failure: failure))
                 continue
             }
+            guard let database else { throw ConsumptionPolicyError("the consumption stage needs PostgreSQL") }
             try answer(event, uuid: uuid, transaction: transaction, database)
         }
         return result
