@@ -370,17 +370,20 @@ extension MembershipBook {
 
 extension SubscriptionState {
     /// Every user with a claim on this subscription (R17): any of them may own it after the next claim.
-    public var claimants: Set<String> {
-        Set(claims.keys.compactMap { key in key.firstIndex(of: "|").map { String(key[key.index(after: $0)...]) } })
-    }
+    public var claimants: Set<String> { Set(claims.keys.compactMap { claimParts($0)?.user }) }
+}
+
+/// A claim's key, `via|user`, in its parts.
+private func claimParts(_ key: String) -> (via: String, user: String)? {
+    guard let bar = key.firstIndex(of: "|") else { return nil }
+    return (String(key[..<bar]), String(key[key.index(after: bar)...]))
 }
 
 /// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
 /// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
 func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
     let parsed = claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in
-        guard let bar = key.firstIndex(of: "|") else { return nil }
-        return (String(key[key.index(after: bar)...]), String(key[..<bar]), at)
+        claimParts(key).map { ($0.user, $0.via, at) }
     }
     return parsed.max { a, b in
         (a.at, a.via == UserLink.receiptUpload ? 1 : 0, a.user) < (b.at, b.via == UserLink.receiptUpload ? 1 : 0, b.user)
