@@ -15,7 +15,7 @@ public struct FinanceReads {
                    offer_type, offer_identifier, offer_discount_type, price_milli, currency, is_renewal, duration_days,
                    granted_start_ms, granted_end_ms
             FROM finance_transactions
-            WHERE purchase_ms IS NOT NULL AND cut_kind IS DISTINCT FROM 'replay-correction'   -- taken back by a replay: no purchase
+            WHERE purchase_ms IS NOT NULL AND cut_kind IS DISTINCT FROM \(Cut.Kind.correction.rawValue)   -- taken back by a replay: no purchase
               AND ((purchase_ms >= \(fromMs) AND purchase_ms < \(toMs)) OR (cancellation_ms >= \(fromMs) AND cancellation_ms < \(toMs))
                    OR (granted_end_ms > \(fromMs) AND granted_start_ms < \(toMs)) OR (expires_ms > \(fromMs) AND purchase_ms < \(toMs)))
             ORDER BY subscription_key, purchase_ms, purchase_id

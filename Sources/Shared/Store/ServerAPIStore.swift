@@ -1,3 +1,4 @@
+import Domain
 import Foundation
 import Postgres
 
@@ -142,7 +143,7 @@ public enum ServerAPIStore {
                    count(*) FILTER (WHERE cancellation_ms IS NOT NULL AND cut_kind IN ('refund', 'revoke'))::bigint AS refunds,
                    min(purchase_ms) AS first_ms,
                    bool_or((is_trial OR is_intro) AND group_id = \(group)) AS sampled
-            FROM grants WHERE \(fragment: scope) AND cut_kind IS DISTINCT FROM 'replay-correction'
+            FROM grants WHERE \(fragment: scope) AND cut_kind IS DISTINCT FROM \(Cut.Kind.correction.rawValue)
             """).first {
             facts.lifetimePurchases = Int(try totals.int64("purchases"))
             facts.lifetimeRefunds = Int(try totals.int64("refunds"))
