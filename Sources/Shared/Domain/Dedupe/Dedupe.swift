@@ -128,11 +128,8 @@ public func withTopLevelCancellation(_ event: AppleEvent, known: [KnownPurchase]
     guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else {
         return transactions
     }
-    func named(_ t: TransactionFacts) -> Bool {
-        if let web = meta.webOrderLineItemId { return t.webOrderLineItemId == web }
-        if let otid = meta.originalTransactionId, t.originalTransactionId != otid { return false }
-        return t.purchaseDateMs <= at && at < (t.expiresDateMs ?? Int64.max)
-    }
+    let target = CancellationTarget(webOrderLineItemId: meta.webOrderLineItemId, originalTransactionId: meta.originalTransactionId, atMs: at)
+    let named = target.names
     func cancelled(_ t: TransactionFacts) -> TransactionFacts {
         guard t.cancellationDateMs == nil else { return t }
         var copy = t
@@ -170,13 +167,25 @@ enum PendingCancellation {
         return reported.contains { names(pending, $0) } ? nil : pending
     }
 
-    /// Whether `pending` (a kept cancellation) names `transaction`: by web order line item when it
-    /// has one, else the period of its subscription that contains the cancellation instant.
+    /// Whether `pending` (a kept cancellation) names `transaction`, as the CANCEL itself would have.
     static func names(_ pending: KnownPurchase, _ transaction: TransactionFacts) -> Bool {
         guard isOne(pending), let at = pending.facts.cancellationDateMs else { return false }
-        if let web = pending.facts.webOrderLineItemId { return transaction.webOrderLineItemId == web }
-        return transaction.originalTransactionId == pending.facts.originalTransactionId
-            && transaction.purchaseDateMs <= at && at < (transaction.expiresDateMs ?? Int64.max)
+        return CancellationTarget(webOrderLineItemId: pending.facts.webOrderLineItemId,
+                                  originalTransactionId: pending.facts.originalTransactionId, atMs: at).names(transaction)
+    }
+}
+
+/// The purchase a top-level cancellation names (R15): by web order line item when it has one, else the
+/// period of its subscription that contains the cancellation instant.
+struct CancellationTarget {
+    var webOrderLineItemId: String?
+    var originalTransactionId: String?
+    var atMs: Int64
+
+    func names(_ t: TransactionFacts) -> Bool {
+        if let web = webOrderLineItemId { return t.webOrderLineItemId == web }
+        if let otid = originalTransactionId, t.originalTransactionId != otid { return false }
+        return t.purchaseDateMs <= atMs && atMs < (t.expiresDateMs ?? Int64.max)
     }
 }
 
