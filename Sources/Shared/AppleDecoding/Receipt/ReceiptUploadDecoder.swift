@@ -101,8 +101,7 @@ public struct ReceiptUploadDecoder: Sendable {
         case .retryable(let reason): return .failure(.retryable(reason))
         case .rejected(let status, let reason): return .failure(.permanent(PermanentFailure("verify_receipt_\(status)", reason)))
         case .valid(let response, let environment):
-            let receipt = JSONFields(response).object("receipt")
-            let bundle = receipt?.string("bundle_id") ?? receipt?.string("bid")
+            let bundle = VerifyReceiptResponse.bundleId(JSONFields(response))
             if !bundleIds.isEmpty, !bundleIds.contains(bundle ?? "") {
                 return .failure(.permanent(PermanentFailure(ReceiptFailure.wrongBundle,
                     "verifyReceipt describes a receipt of bundle \(bundle ?? "(none)"), not \(bundleIds.sorted().joined(separator: ", "))")))
@@ -166,7 +165,7 @@ enum VerifyReceiptResponse {
     static func events(_ response: JSONFields, endpoint: AppStoreEnvironment,
                        _ context: ReceiptUploadDecoder.EventContext) -> Result<[AppleEvent], PermanentFailure> {
         let receipt = response.object("receipt")
-        let bundleId = receipt?.string("bundle_id") ?? receipt?.string("bid")
+        let bundleId = Self.bundleId(response)
         var objects: [JSONFields] = []
         if let receipt {
             objects += receipt.array("in_app")
@@ -194,6 +193,12 @@ enum VerifyReceiptResponse {
         return .success(ReceiptUploadDecoder.group(facts, renewals: renewals, source: .verifyReceipt, environment: environment,
                                                    bundleId: bundleId, prefix: "verify-receipt",
                                                    statedAtMs: receipt?.int64("receipt_creation_date_ms"), context))
+    }
+
+    /// The bundle of the receipt a response describes (`bid` in iOS 6-style receipts).
+    static func bundleId(_ response: JSONFields) -> String? {
+        let receipt = response.object("receipt")
+        return receipt?.string("bundle_id") ?? receipt?.string("bid")
     }
 
     /// Some responses omit `original_transaction_id` in `pending_renewal_info`: attribute it to the
