@@ -28,11 +28,7 @@ struct DeadLetterCommand: CLICommand {
         switch action {
         case "list":
             guard ids.isEmpty else { throw UsageError("list takes no ids") }
-            if filter.limit == nil {
-                try Self.forEachDeadLetter(kafka) { id, letter in if filter.matches(letter) { print(Self.summaryLine(id, letter)) } }
-            } else {
-                for (id, letter) in try Self.selected(kafka, filter) { print(Self.summaryLine(id, letter)) }
-            }
+            try Self.forEachSelected(kafka, filter) { id, letter in print(Self.summaryLine(id, letter)) }
         case "show":
             guard ids.count == 1 else { throw UsageError("show takes exactly one id (partition@offset)") }
             guard let letter = try Self.deadLetter(at: ids[0], kafka) else {
@@ -57,10 +53,8 @@ struct DeadLetterCommand: CLICommand {
                     guard let letter = try Self.deadLetter(at: id, kafka) else { missing.append(id); continue }
                     try redrive(id, letter)
                 }
-            } else if filter.limit == nil {
-                try Self.forEachDeadLetter(kafka) { id, letter in if filter.matches(letter) { try redrive(id, letter) } }
             } else {
-                for (id, letter) in try Self.selected(kafka, filter) { try redrive(id, letter) }
+                try Self.forEachSelected(kafka, filter, redrive)
             }
             Logger(component: "dlq").info("dlq_redriven", ["count": .of(redriven)])
             if !missing.isEmpty {
@@ -88,11 +82,16 @@ struct DeadLetterCommand: CLICommand {
         }
     }
 
-    /// The letters `filter` selects, at most its last `limit`, in topic order per partition.
-    static func selected(_ kafka: KafkaConfig, _ filter: DeadLetterFilter) throws -> [(String, DeadLetterRecord)] {
+    /// Hands the letters `filter` selects to `body` in topic order per partition: as they are read,
+    /// or, with a limit, its last `limit` once the whole topic is read.
+    static func forEachSelected(_ kafka: KafkaConfig, _ filter: DeadLetterFilter,
+                                _ body: (String, DeadLetterRecord) throws -> Void) throws {
+        guard filter.limit != nil else {
+            return try forEachDeadLetter(kafka) { id, letter in if filter.matches(letter) { try body(id, letter) } }
+        }
         var selection = DeadLetterSelection<String>(filter)
         try forEachDeadLetter(kafka) { id, letter in selection.offer(id, letter) }
-        return selection.kept
+        for (id, letter) in selection.kept { try body(id, letter) }
     }
 
     /// The dead letter at `partition@offset`, read alone; nil when there is none.
