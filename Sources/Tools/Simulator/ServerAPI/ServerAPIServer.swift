@@ -3,7 +3,7 @@ import Foundation
 import HTTPServer
 import Synchronization
 
-/// The simulated App Store Server API, as Apple serves it at api.storekit(-sandbox).apple.com,
+/// The simulated App Store Server API, as Apple serves it at api.storekit(-sandbox).itunes.apple.com,
 /// with both environments on one port: `/production/inApps/...` and `/sandbox/inApps/...`
 /// (`baseURL(for:)`). Every request needs a bearer token that `APITokenPolicy` accepts (else 401);
 /// answers come from the store's ground truth, transactions and renewal infos signed with the
