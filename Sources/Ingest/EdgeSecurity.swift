@@ -213,7 +213,7 @@ enum AccessPolicy {
     static func actsFor(_ principal: Principal, user: String) -> Bool {
         switch principal {
         case .service, .admin: true
-        case .user(let id): UserId.normalized(id) == UserId.normalized(user)
+        case .user(let id): UserId.same(id, user)
         }
     }
 }

@@ -132,7 +132,9 @@ final class OfferEndpoints: Sendable {
         if let principal, !AccessPolicy.actsFor(principal, user: body.user_id) {
             return answer(responder, "signature", .error(status: 403, reason: "a user token requests offer signatures for its own user only"))
         }
-        if let name = body.application_username, UserId.normalized(name) != UserId.normalized(body.user_id) {
+        // R17: a UUID user id in any case is one user; its history is stored under the lower-case form.
+        let user = UserId.normalized(body.user_id)
+        if let name = body.application_username, !UserId.same(name, user) {
             return answer(responder, "signature", .error(status: 403, reason:
                 "application_username must be the user the offer is for (it links the redemption to that account); omit it to use user_id"))
         }
@@ -163,7 +165,7 @@ final class OfferEndpoints: Sendable {
             let history: OfferHistory
             let owners: Set<String>
             do {
-                history = try configured.reader.history(user: body.user_id)
+                history = try configured.reader.history(user: user)
                 owners = try body.transaction_id.map { try configured.reader.owners(transaction: $0) } ?? []
             } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
@@ -171,7 +173,7 @@ final class OfferEndpoints: Sendable {
             }
             // Another customer's transaction would bind the signature to them. One nobody owns yet
             // (a purchase on a new Apple ID) is fine: eligibility was decided for this user.
-            if !owners.isEmpty, !owners.contains(where: { UserId.normalized($0) == UserId.normalized(body.user_id) }) {
+            if !owners.isEmpty, !owners.contains(where: { UserId.same($0, user) }) {
                 return answer(responder, "signature", .error(status: 403, reason: "transaction_id belongs to another user"))
             }
             let now = currentTimeMs()
@@ -209,7 +211,7 @@ final class OfferEndpoints: Sendable {
             let signRequest = SignRequest(
                 correlationId: UUID().uuidString.lowercased(), deadlineMs: deadline, kind: format == "jws" ? .promotionalOfferJWS : .legacy,
                 bundleId: bundleId, keyId: body.key_id, productId: product.id, offerId: offer.id,
-                applicationUsername: body.user_id, transactionId: body.transaction_id)
+                applicationUsername: user, transactionId: body.transaction_id)
             configured.client.send(signRequest) { [self] result in
                 respond(result, responder) { reply in
                     if format == "jws" {
@@ -294,7 +296,7 @@ final class OfferEndpoints: Sendable {
         // Off the HTTP threads and answered 503 in time if PostgreSQL hangs, like every read.
         bounded.run(responder, { [logger] in
             let history: OfferHistory
-            do { history = try configured.reader.history(user: user) } catch {
+            do { history = try configured.reader.history(user: UserId.normalized(user)) } catch {
                 logger.error("offer_history_failed", ["error": .string(String(describing: error))])
                 return .error(status: 503, reason: "database unavailable")
             }

@@ -98,6 +98,27 @@ final class OfferSigningTests: XCTestCase {
         XCTAssertEqual(try decode(try XCTUnwrap(allowed.json?["jws"] as? String)).1["allowIntroductoryOffer"] as? Bool, true)
     }
 
+    /// R17 and R8 together: an app that prints the account's UUID in upper case is the same account,
+    /// so the intro offer it already had stays used, and its history makes it a previous subscriber.
+    func testAUUIDUserIdInUpperCaseIsTheSameAccountForOffers() throws {
+        let offers = try running()
+        let user = UUID().uuidString.lowercased()
+        try offers.seed(user: user, subscriptions: [
+            OfferSubscription(key: "13\(Self.run)01", purchases: [
+                .init(transactionId: "13\(Self.run)011", productId: "vip.1m.intro", startMs: now - 90 * day, endMs: now - 60 * day, isTrial: true),
+            ]),
+        ])
+        let upper = user.uppercased()
+        let intro = try signature(offers, ["user_id": upper, "product_id": "vip.1m.intro", "kind": "introductory-eligibility",
+                                           "transaction_id": "13\(Self.run)011"])
+        XCTAssertEqual(intro.status, 200, intro.text)
+        XCTAssertEqual(try decode(try XCTUnwrap(intro.json?["jws"] as? String)).1["allowIntroductoryOffer"] as? Bool, false)
+        let seen = try userOffers(offers, upper)
+        XCTAssertEqual((seen["introOffer"] as? [String: Any])?["eligible"] as? Bool, false)
+        let winback = try signature(offers, ["user_id": upper, "product_id": "vip.1m", "offer_id": "winback"])
+        XCTAssertEqual(winback.status, 200, "a lapsed previous subscriber, whatever the case of its id: \(winback.text)")
+    }
+
     func testS12EligibleUserGetsVerifyingSignaturesOthersGetReasons() throws {
         let offers = try running()
         let lapsed = "s12-lapsed-\(Self.run)", redeemed = "s12-redeemed-\(Self.run)", current = "s12-current-\(Self.run)"

@@ -19,6 +19,13 @@ public enum UserId {
         isUUID(id) ? id.lowercased() : id
     }
 
+    /// Whether two ids name one user. Compared byte for byte after normalising, as PostgreSQL
+    /// compares them: Swift's `==` treats canonically equivalent strings (`é` and `e` with a
+    /// combining accent) as equal, which would let one user's token read another user's rows.
+    public static func same(_ a: String, _ b: String) -> Bool {
+        normalized(a).utf8.elementsEqual(normalized(b).utf8)
+    }
+
     /// 8-4-4-4-12 hexadecimal digits.
     static func isUUID(_ id: String) -> Bool {
         let utf8 = Array(id.utf8)
