@@ -93,10 +93,11 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {
         let policy = ConsumptionPolicy()
         let day: Int64 = 86_400_000
-        let facts = ServerAPIStore.PurchaseFacts(userId: "u", productKind: "autoRenewable", grantedStartMs: 0, grantedEndMs: 30 * day,
+        let facts = ServerAPIStore.PurchaseFacts(userId: "u", productKind: "non-renewing", grantedStartMs: 0, grantedEndMs: 30 * day,
                                                  lifetimePurchases: 3, lifetimeRefunds: 0, firstPurchaseMs: -60 * day, hadTrialOrIntro: true)
-        func request(at ms: Int64, _ facts: ServerAPIStore.PurchaseFacts? = nil, _ policy: ConsumptionPolicy = ConsumptionPolicy()) -> ConsumptionRequest? {
-            policy.request(for: policy.assess(facts, requestedAtMs: ms))
+        func request(at ms: Int64, _ facts: ServerAPIStore.PurchaseFacts? = nil, _ policy: ConsumptionPolicy = ConsumptionPolicy(),
+                     autoRenewable: Bool = false) -> ConsumptionRequest? {
+            policy.request(for: policy.assess(facts, requestedAtMs: ms), autoRenewable: autoRenewable)
         }
         let assessment = policy.assess(facts, requestedAtMs: 10 * day)
         XCTAssertEqual(assessment.consumedMilliPercent, 33_333)
@@ -122,6 +123,19 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         oneTime.grantedEndMs = nil
         XCTAssertNil(request(at: 1 * day, oneTime)?.consumptionPercentage, "no share for a purchase without a period")
         XCTAssertNil(request(at: 1 * day, oneTime)?.refundPreference)
+
+        // Apple refuses a percentage for an auto-renewable subscription (it works the share out
+        // itself); the preference still follows the ledger's share.
+        let renewing = request(at: 10 * day, facts, autoRenewable: true)
+        XCTAssertNil(renewing?.consumptionPercentage)
+        XCTAssertEqual(renewing?.refundPreference, "GRANT_PRORATED")
+        XCTAssertNil(request(at: 1 * day, nil, autoRenewable: true)?.consumptionPercentage, "undelivered subscription: no percentage either")
+        XCTAssertEqual(undelivered?.consumptionPercentage, 0, "undelivered one-time or non-renewing purchase: 0, as Apple requires")
+        // GRANT_PRORATED needs a share above 0 where a share is stated.
+        var proratingFromZero = ConsumptionPolicy()
+        proratingFromZero.grantFullBelowPercent = 0
+        XCTAssertEqual(request(at: -5 * day, facts, proratingFromZero)?.refundPreference, "GRANT_FULL")
+        XCTAssertEqual(request(at: -5 * day, facts, proratingFromZero, autoRenewable: true)?.refundPreference, "GRANT_PRORATED")
 
         var withoutConsent = ConsumptionPolicy()
         withoutConsent.customerConsented = false

@@ -142,6 +142,20 @@ final class ServerAPIEndToEndTests: XCTestCase {
         let tooMuch = ConsumptionRequest(customerConsented: true, consumptionPercentage: 100_001, deliveryStatus: .delivered, sampleContentProvided: false)
         XCTAssertEqual(try client.sendConsumptionInformation(transactionId: purchase.transactionId, tooMuch).failure().kind, .invalidRequest)
         XCTAssertEqual(h.requests("PUT"), before, "refused before anything was sent")
+
+        // The simulated Apple holds the rules between the fields as Apple states them.
+        let subscription = try h.subscriber("consumption-subscriber")
+        let share = ConsumptionRequest(customerConsented: true, consumptionPercentage: 25_000, deliveryStatus: .delivered, sampleContentProvided: false)
+        XCTAssertEqual(try client.sendConsumptionInformation(transactionId: subscription.transactionId, share).failure().kind, .permanent,
+                       "no percentage for an auto-renewable subscription")
+        let undelivered = ConsumptionRequest(customerConsented: true, consumptionPercentage: 5_000, deliveryStatus: .undeliveredOther,
+                                             sampleContentProvided: false)
+        XCTAssertEqual(try client.sendConsumptionInformation(transactionId: purchase.transactionId, undelivered).failure().kind, .permanent,
+                       "undelivered means a percentage of 0")
+        let proratedNothing = ConsumptionRequest(customerConsented: true, consumptionPercentage: 0, deliveryStatus: .delivered,
+                                                 refundPreference: .grantProrated, sampleContentProvided: false)
+        XCTAssertEqual(try client.sendConsumptionInformation(transactionId: purchase.transactionId, proratedNothing).failure().kind, .permanent)
+        XCTAssertEqual(h.server.state.consumptionAnswers.count, 1, "none of them was taken")
     }
 
     func testExtendingARenewalDateMovesTheTruthOnceAndARetriedRequestIsNotAppliedTwice() throws {

@@ -11,11 +11,14 @@ import Store
 /// - `customerConsented`: the app's terms record the customer's consent to share consumption data.
 ///   Apple accepts nothing without it, so with `false` no answer is sent (recorded as not-sent).
 /// - `deliveryStatus`: DELIVERED when the ledger granted the purchase, else UNDELIVERED_OTHER.
-/// - `consumptionPercentage` (milli-percent): for a purchase with a granted period, the share of
-///   the period elapsed when Apple asked; none for one-time products (StoreLedger cannot see use).
+/// - `consumptionPercentage` (milli-percent): for a non-renewing subscription, the share of its
+///   period elapsed when Apple asked; 0 for anything undelivered; none for one-time products
+///   (StoreLedger cannot see use) and never for an auto-renewable subscription: Apple refuses it
+///   there (ConsumptionPercentageAutoRenewableSubscriptionError) and works the share out itself.
 /// - `refundPreference`: GRANT_FULL when nothing was delivered or less than `grantFullBelowPercent`
-///   was consumed; DECLINE from `declineFromPercent` on, or when the customer already had
-///   `declineAfterRefunds` refunds; GRANT_PRORATED between; none when the share is unknown.
+///   of the period was consumed; DECLINE from `declineFromPercent` on, or when the customer already
+///   had `declineAfterRefunds` refunds; GRANT_PRORATED between (GRANT_FULL instead where Apple would
+///   need a share above 0 and none was consumed); none when the share is unknown.
 /// - `sampleContentProvided`: the customer had a free trial or introductory offer in the group.
 /// https://developer.apple.com/documentation/appstoreserverapi/consumptionrequest
 public struct ConsumptionPolicy: Sendable, Codable, Equatable {
@@ -66,11 +69,12 @@ public struct ConsumptionPolicy: Sendable, Codable, Equatable {
                           lifetimeRefunds: facts.lifetimeRefunds, accountTenureDays: tenure, sampleContentProvided: facts.hadTrialOrIntro)
     }
 
-    /// The body to send, or nil when the policy sends nothing (no consent).
-    public func request(for assessment: Assessment) -> ConsumptionRequest? {
+    /// The body to send, or nil when the policy sends nothing (no consent). `autoRenewable`: the
+    /// purchase is an auto-renewable subscription period, for which Apple takes no percentage.
+    public func request(for assessment: Assessment, autoRenewable: Bool) -> ConsumptionRequest? {
         guard customerConsented else { return nil }
         guard assessment.delivered else {
-            return ConsumptionRequest(customerConsented: true, consumptionPercentage: 0, deliveryStatus: .undeliveredOther,
+            return ConsumptionRequest(customerConsented: true, consumptionPercentage: autoRenewable ? nil : 0, deliveryStatus: .undeliveredOther,
                                       refundPreference: .grantFull, sampleContentProvided: assessment.sampleContentProvided)
         }
         var preference: RefundPreference?
@@ -79,9 +83,11 @@ public struct ConsumptionPolicy: Sendable, Codable, Equatable {
         } else if let consumed = assessment.consumedMilliPercent {
             let percent = Int(consumed) / 1000
             preference = percent < grantFullBelowPercent ? .grantFull : percent >= declineFromPercent ? .decline : .grantProrated
+            // Apple takes GRANT_PRORATED with a stated share only when that share is above 0.
+            if preference == .grantProrated, !autoRenewable, consumed == 0 { preference = .grantFull }
         }
-        return ConsumptionRequest(customerConsented: true, consumptionPercentage: assessment.consumedMilliPercent, deliveryStatus: .delivered,
-                                  refundPreference: preference, sampleContentProvided: assessment.sampleContentProvided)
+        return ConsumptionRequest(customerConsented: true, consumptionPercentage: autoRenewable ? nil : assessment.consumedMilliPercent,
+                                  deliveryStatus: .delivered, refundPreference: preference, sampleContentProvided: assessment.sampleContentProvided)
     }
 }
 

@@ -55,7 +55,8 @@ public struct ConsumptionStage: StageLogic {
         let requestedAt = event.notification?.signedDateMs ?? event.receivedAtMs
         let facts = try ServerAPIStore.purchaseFacts(subscriptionKey: key, transactionId: transaction.transactionId, db: db)
         let assessment = policy.assess(facts, requestedAtMs: requestedAt)
-        let request = policy.request(for: assessment)
+        let kind = facts?.productKind.flatMap(ProductKind.init(rawValue:)) ?? inferredKind(transaction)
+        let request = policy.request(for: assessment, autoRenewable: kind == .autoRenewable)
         var outcome = "not-sent", detail: String? = "the policy records no customer consent"
         if let request {
             guard let environment = AppStoreEnvironment(lenient: event.environment) else {

@@ -313,7 +313,7 @@ func periodEnd(start: Int64, days: Int) -> Int64 {
 func wholeSecond(_ ms: Int64) -> Int64 { PurchaseIdentity.secondStartMs(ofMs: ms) }
 
 /// Without a catalog entry, Apple's own `type` (V2) decides, else an expiry means a subscription.
-func inferredKind(_ t: TransactionFacts) -> ProductKind {
+public func inferredKind(_ t: TransactionFacts) -> ProductKind {
     switch t.productType {
     case "Auto-Renewable Subscription": return .autoRenewable
     case "Non-Renewing Subscription": return .nonRenewing

@@ -298,7 +298,18 @@ public final class ServerAPIServer: Sendable {
                 return apiError(400, 4_000_000, "Invalid refund preference.")
             }
         }
-        guard find(id, environment) != nil else { return notFound() }
+        guard let (_, transaction) = find(id, environment) else { return notFound() }
+        // Apple's rules between the fields (ConsumptionRequest, consumptionPercentage, refundPreference).
+        let percentage = Self.int(fields["consumptionPercentage"])
+        if percentage != nil, transaction.kind == .autoRenewable {
+            return apiError(400, 4_000_034, "Consumption percentage is unsupported for auto-renewable subscription transactions.")
+        }
+        if let percentage, percentage != 0, delivery != "DELIVERED" {
+            return apiError(400, 4_000_034, "Consumption percentage must be zero for the provided delivery status.")
+        }
+        if fields["refundPreference"] as? String == "GRANT_PRORATED", let percentage, percentage == 0 {
+            return apiError(400, 4_000_034, "GRANT_PRORATED needs a consumption percentage greater than 0.")
+        }
         let answer = ServerAPIState.ConsumptionAnswer(transactionId: id, environment: environment, body: fields, receivedMs: clockMs())
         state.state.withLock { $0.consumption.append(answer) }
         return HTTPResponse(status: 202)
