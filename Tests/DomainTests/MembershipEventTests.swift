@@ -146,6 +146,16 @@ final class MembershipEventTests: XCTestCase {
         XCTAssertFalse(schema.violations(of: Array(#"{"eventId":1}"#.utf8)).isEmpty)
     }
 
+    /// Sources and cut kinds that no scenario makes (refresh's `server-api`, replay's correction) are
+    /// values events carry too: the schema names every one the code has.
+    func testTheSchemaNamesEverySourceAndCutKind() throws {
+        let properties = try XCTUnwrap(JSONSchemaSubset.membershipEvent().root["properties"] as? [String: Any])
+        func values(_ property: [String: Any]?) -> Set<String> { Set(property?["enum"] as? [String] ?? []) }
+        let cause = (properties["cause"] as? [String: Any])?["properties"] as? [String: Any]
+        XCTAssertEqual(values(cause?["source"] as? [String: Any]), Set(EventSource.allCases.map(\.rawValue)))
+        XCTAssertEqual(values(properties["cutKind"] as? [String: Any]), Set(Cut.Kind.allCases.map(\.rawValue)))
+    }
+
     func testKafkaDefaultPartitionerMatchesJavaClients() {
         // Vectors from Apache Kafka's UtilsTest.testMurmur2.
         XCTAssertEqual(KafkaMurmur2.hash(Array("21".utf8)), -973_932_308)
