@@ -270,7 +270,31 @@ public final class IngestService: Sendable {
             responder.respond(.error(status: 403, reason: "a user token uploads receipts for its own user only"))
             return
         }
-        write(request, body: request.body, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
+        // Apps that copy verifyReceipt's request shape send the app's shared secret as `password`:
+        // it is cut out here like a V1 notification's, so no topic or dead letter holds it. A key
+        // spelled with escapes is found by the parse inside `removingPassword`.
+        var stored = request.body
+        if Self.contains(stored, "password") || Self.contains(stored, "\\u") {
+            guard let stripped = V1Secret.removingPassword(stored) else {
+                count("receipt", 400)
+                responder.respond(.error(status: 400, reason: "receipt upload: password could not be removed (write the key plainly, once; better, do not send it)"))
+                return
+            }
+            stored = stripped
+        }
+        write(request, body: stored, topic: Topic.receiptsRaw, source: .appReceipt, route: "receipt", responder)
+    }
+
+    /// Whether `needle` (ASCII) occurs in `bytes`.
+    static func contains(_ bytes: [UInt8], _ needle: StaticString) -> Bool {
+        let pattern = Array(UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount))
+        guard let first = pattern.first, bytes.count >= pattern.count else { return false }
+        var index = 0
+        while index <= bytes.count - pattern.count {
+            if bytes[index] == first, bytes[index..<(index + pattern.count)].elementsEqual(pattern) { return true }
+            index += 1
+        }
+        return false
     }
 
     private func write(_ request: HTTPRequest, body: [UInt8], extraHeaders: [KafkaHeader] = [], topic: String, source: RawSource,

@@ -234,7 +234,9 @@ final class EdgeSecurityTests: XCTestCase {
             .init(transactionId: "6\(Self.run)011", productId: "vip.1m", startMs: currentTimeMs() - 40 * OfferCluster.day,
                   endMs: currentTimeMs() - 10 * OfferCluster.day),
         ])])
-        let upload = try JSONSerialization.data(withJSONObject: ["user_id": person, "receipt_data": Data("receipt".utf8).base64EncodedString()])
+        // With the shared secret as `password`, as apps that copy verifyReceipt's request send it.
+        let upload = try JSONSerialization.data(withJSONObject: ["user_id": person, "receipt_data": Data("receipt".utf8).base64EncodedString(),
+                                                                 "password": TestCredentials.v1Secret])
         expect(200, try HTTP.post("\(ingest)/v1/receipts", body: upload, authorization: TestCredentials.bearer(token),
                                   headers: ["Cookie": "session=\(TestCredentials.adminKey)", "X-Request-Id": "grep-\(Self.run)",
                                             "X-Forwarded-Authorization": TestCredentials.serviceKey]), "upload")
