@@ -37,4 +37,19 @@ final class DatabaseURLTests: XCTestCase {
             XCTAssertFalse(redacted.contains("unterminated") || redacted.contains("password=x"), text.prefix(40).description)
         }
     }
+
+    /// libpq quotes the part of a URL it cannot parse, which may be the password itself; the error
+    /// StoreLedger logs has it replaced (no server is needed: the URL fails before any connection).
+    func testLibpqsComplaintAboutTheURLNeverCarriesThePassword() {
+        for (url, secret) in [("postgres://u:ab%zz9@127.0.0.1:1/db", "ab%zz9"), ("postgresql://u:s%3cret%@127.0.0.1:1/db", "s%3cret%")] {
+            XCTAssertThrowsError(try PGConnection(url: url), url) { error in
+                let text = String(describing: error)
+                XCTAssertFalse(text.contains(secret), text)
+                XCTAssertFalse(text.contains(secret.removingPercentEncoding ?? secret), text)
+            }
+        }
+        XCTAssertEqual(DatabaseURL.scrubbing(#"invalid percent-encoded token: "p%zz""#, of: "postgres://u:p%zz@h/d"),
+                       #"invalid percent-encoded token: "***""#)
+        XCTAssertEqual(DatabaseURL.scrubbing("bad s3 cret here", of: "host=db password='s3 cret'"), "bad *** here")
+    }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// `DATABASE_URL` as printed or logged: the password replaced by `***`, in every form libpq takes
 /// (docs/configuration.md): a URI `postgres://user:secret@host1:5432,host2:5433/db?...` (several
 /// hosts included, where `URLComponents` gives up), a `password=` URI parameter, or a `key=value`
@@ -15,6 +17,43 @@ public enum DatabaseURL {
             return redactingQueryPassword(text)
         }
         return redactingKeywordPassword(url)
+    }
+
+    /// `message` (libpq's complaint about `url`, which may quote it: "invalid percent-encoded token:
+    /// "se%zzret"") with the password in every spelling the URL holds replaced by `***`.
+    public static func scrubbing(_ message: String, of url: String) -> String {
+        var spellings: Set<String> = []
+        if let scheme = url.range(of: "://"), url.hasPrefix("postgres") {
+            let rest = url[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+            if let at = rest[..<authorityEnd].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
+                spellings.insert(String(rest[rest.index(after: colon)..<at]))
+            }
+            if let query = url.firstIndex(of: "?") {
+                for pair in url[url.index(after: query)...].split(separator: "&") where pair.lowercased().hasPrefix("password=") {
+                    spellings.insert(String(pair.dropFirst("password=".count)))
+                }
+            }
+        } else {
+            var index = url.startIndex
+            while index < url.endIndex {
+                let atWordStart = index == url.startIndex || url[url.index(before: index)].isWhitespace
+                if atWordStart, let start = passwordKeyword(url[index...]) {
+                    let end = skipValue(url, from: start)
+                    let value = url[start..<end]
+                    spellings.insert(String(value))
+                    spellings.insert(String(value.trimmingCharacters(in: CharacterSet(charactersIn: "'"))))
+                    index = end
+                } else {
+                    index = url.index(after: index)
+                }
+            }
+        }
+        for spelling in Array(spellings) { if let decoded = spelling.removingPercentEncoding { spellings.insert(decoded) } }
+        // Longest first, so a spelling that contains another is replaced whole.
+        return spellings.filter { !$0.isEmpty }.sorted { $0.count > $1.count }.reduce(message) {
+            $0.replacingOccurrences(of: $1, with: "***")
+        }
     }
 
     /// `...?sslmode=require&password=secret&...`

@@ -199,7 +199,7 @@ public final class PGConnection {
             countError(.connection)
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)
-            throw PGError(kind: .connection, message: message.isEmpty ? "could not connect" : message)
+            throw PGError(kind: .connection, message: message.isEmpty ? "could not connect" : DatabaseURL.scrubbing(message, of: conninfo))
         }
         do {
             try configureSession(handle, options)
