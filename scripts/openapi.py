@@ -27,7 +27,7 @@ doc = {
       "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "Why; never repeats a credential."}}, "example": {"error": "a user token acts only for its own user"}},
       "Accepted": {"type": "object", "required": ["status", "offset"], "properties": {"status": {"const": "accepted"}, "offset": {"type": "string", "description": "partition@offset of the raw record"}}, "example": {"status": "accepted", "offset": "3@1041"}},
       "ReceiptUpload": {"type": "object", "required": ["user_id", "receipt_data"], "additionalProperties": True,
-                         "properties": {"user_id": ident, "receipt_data": {"type": "string", "minLength": 1, "maxLength": 4096, "pattern": "^[A-Za-z0-9+/=]+$", "description": "base64 of the app receipt (or a StoreKit 2 signed transaction)"}}},
+                         "properties": {"user_id": ident, "receipt_data": {"type": "string", "minLength": 1, "maxLength": 900000, "pattern": "^[A-Za-z0-9+/=]+$", "description": "base64 of the app receipt (or a StoreKit 2 signed transaction)"}}},
       "WebhookSummary": {"type": "object", "required": ["endpoint", "cursor", "pending", "delivered", "gaveUp", "attempts"],
                          "properties": {"endpoint": {"type": "string"}, "cursor": {"type": "integer", "description": "relay_seq of the last outbox row taken"},
                                         "pending": {"type": "integer"}, "delivered": {"type": "integer"}, "gaveUp": {"type": "integer"},
@@ -45,7 +45,7 @@ doc = {
                                        "environment": {"type": ["string", "null"]},
                                        "rows": {"type": "array", "items": {"type": "object", "required": ["day", "environment", "productId"],
                                                 "description": "metrics: activeSubscriptions, activeTrials, mrrMilli (per currency), newSubscriptions, trialsEnded, trialsConverted, trialConversionRate, churnedVoluntary, churnedBilling, refunds, charges, refundRate; reconcile: the columns of `storeledger report reconcile`"}}}},
-      "NotificationV2": {"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "minLength": 5, "maxLength": 8192, "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}}},
+      "NotificationV2": {"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "minLength": 5, "maxLength": 900000, "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}}},
       "NotificationV1": {"type": "object", "required": ["notification_type", "password"], "properties": {"notification_type": {"type": "string", "maxLength": 64, "pattern": "^[A-Z_]{1,64}$"}, "password": {"type": "string", "pattern": "^[!-~]{1,128}$", "description": "The app's shared secret: checked at the edge and removed before the body is stored."}, "environment": {"type": "string", "enum": ["PROD", "Sandbox"]}}},
       "SignRequest": {"oneOf": [
           {"type": "object", "title": "Promotional offer", "required": ["user_id", "product_id"], "properties": {
@@ -99,7 +99,8 @@ doc = {
                       "404": ref("NotFound"), "413": ref("TooLarge"), "429": ref("TooManyRequests"), "502": {"description": "The signer refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
                       "503": ref("Unavailable"), "504": {"description": "The signer did not answer in time", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}},
     "/v1/subscriptions/{subscription_key}": {"get": {"operationId": "subscription", "summary": "One subscription with its owner and ledger; a user token reads its own only", "security": client + [{"adminKey": []}],
-        "parameters": [{"name": "subscription_key", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9]{1,19}(:[A-Za-z]{1,16})?$"}, "example": "2000000123456789"}],
+        "parameters": [{"name": "subscription_key", "in": "path", "required": True, "description": "The original transaction id; Production's subscription, else the first of Sandbox, Xcode, LocalTesting that has one. `<id>@Sandbox` (StoreLedger's key) names one environment.", "schema": {"type": "string", "pattern": "^[0-9]{1,19}(@[A-Za-z]{1,16})?$"}, "example": "2000000123456789"},
+                       {"name": "environment", "in": "query", "required": False, "description": "Look in this environment only", "schema": {"enum": ["Production", "Sandbox", "Xcode", "LocalTesting"]}}],
         "responses": {"200": ok({"$ref": "#/components/schemas/Subscription"}), **errors_client}}},
     "/v1/users/{user_id}/membership": {"get": {"operationId": "userMembership", "summary": "Per group: active, expiry, product, auto-renew", "security": client + [{"adminKey": []}], "parameters": [user_param()],
         "responses": {"200": ok({"$ref": "#/components/schemas/Membership"}), **errors_client}}},
@@ -128,7 +129,11 @@ doc = {
         "responses": {"200": ok({"$ref": "#/components/schemas/FinanceReport"}), **errors_client}}},
   }}
 text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-swift = '''import Foundation
+# Setting names come from the Configuration module, so the document cannot drift from them.
+for name, setting in [("STORELEDGER_ADMIN_KEYS", "adminKeys"), ("STORELEDGER_API_KEYS", "apiKeys"), ("STORELEDGER_METRICS_ACCESS", "metricsAccess")]:
+    text = text.replace(name, "\\#(Setting." + setting + ")")
+swift = '''import Configuration
+import Foundation
 
 /// The OpenAPI 3.1 description of ingest, served at `/openapi.json` and checked against the running
 /// server by schemathesis in the suite (Tests/IntegrationTests/OpenAPIContractTests.swift).

@@ -154,7 +154,12 @@ public final class IngestService: Sendable {
         case .offerSignature:
             offers.sign(request, principal: principal, responder)
         case .subscription(let key):
-            read(route, responder) { try $0.subscription(key, readableBy: principal) }
+            if let environment = request.queryValue("environment"), !MembershipReads.environments.contains(environment) {
+                count(route.metricName, 400)
+                responder.respond(.error(status: 400, reason: "environment must be one of \(MembershipReads.environments.joined(separator: ", "))"))
+                return
+            }
+            read(route, responder) { try $0.subscription(key, environment: request.queryValue("environment"), readableBy: principal) }
         case .userMembership(let user):
             read(route, responder) { try $0.userMembership(user) }
         case .userOffers(let user):

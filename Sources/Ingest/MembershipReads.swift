@@ -43,12 +43,33 @@ struct MembershipReads: Sendable {
 
     private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+    /// Where a bare `original_transaction_id` is looked for, in order.
+    static let environments = [SubscriptionKey.production, "Sandbox", "Xcode", "LocalTesting"]
+
     /// A user token reads only a subscription linked to its user; for it an unknown key and someone
     /// else's look the same (403), so it cannot probe which subscriptions exist.
-    func subscription(_ key: String, readableBy principal: Principal?) throws -> HTTPResponse {
+    ///
+    /// R18: a key without `@Environment` names Production's subscription; when Production has none
+    /// the first of the other environments that has one answers (apps and Apple's test tools know
+    /// the `original_transaction_id`, not StoreLedger's key). `environment` picks one explicitly.
+    func subscription(_ requested: String, environment: String? = nil, readableBy principal: Principal?) throws -> HTTPResponse {
         try pool.withConnection { db in
             let queries = MembershipQueries(db)
-            let state = try queries.subscription(key)
+            var key = requested
+            var state: SubscriptionState?
+            if requested.contains("@") {
+                state = try queries.subscription(key)
+            } else if let environment {
+                key = SubscriptionKey.make(originalTransactionId: requested, environment: environment)
+                state = try queries.subscription(key)
+            } else {
+                for candidate in Self.environments {
+                    key = SubscriptionKey.make(originalTransactionId: requested, environment: candidate)
+                    state = try queries.subscription(key)
+                    if state != nil { break }
+                }
+                if state == nil { key = requested }
+            }
             if let principal, case .user = principal,
                !(state?.userId.map { AccessPolicy.actsFor(principal, user: $0) } ?? false) {
                 return .error(status: 403, reason: "a user token reads only subscriptions linked to its own user")

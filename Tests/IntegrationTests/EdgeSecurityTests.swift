@@ -167,6 +167,29 @@ final class EdgeSecurityTests: XCTestCase {
         }
     }
 
+    /// R18 at the read API: a client knows the `original_transaction_id`, not StoreLedger's key, so a
+    /// Sandbox subscription is found by it when Production has none; `environment` picks one.
+    func testASandboxSubscriptionIsReadByItsOriginalTransactionId() throws {
+        _ = try running()
+        let otid = "8\(Self.run)01"
+        var body = V1Notification.body(originalTransactionId: otid)
+        body["environment"] = "Sandbox"
+        var unified = try XCTUnwrap(body["unified_receipt"] as? [String: Any])
+        unified["environment"] = "Sandbox"
+        body["unified_receipt"] = unified
+        expect(200, try HTTP.post("\(ingest)/v1/notifications/appstore", body: try V1Bodies.data(body), authorization: nil), "sandbox", apple: true)
+        try waitUntil("the sandbox purchase is granted", timeout: 30, interval: 0.2) {
+            (try HTTP.get("\(ingest)/v1/subscriptions/\(otid)").json?["ledger"] as? [Any])?.count == 1
+        }
+        let found = try HTTP.get("\(ingest)/v1/subscriptions/\(otid)")
+        XCTAssertEqual(found.json?["environment"] as? String, "Sandbox")
+        XCTAssertEqual(found.json?["subscriptionKey"] as? String, "\(otid)@Sandbox")
+        expect(200, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)@Sandbox"), "its key")
+        expect(200, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Sandbox"), "named environment")
+        expect(404, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Production"), "none in Production")
+        expect(400, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Prod"), "an unknown environment")
+    }
+
     func testRateLimitAnswers429WithRetryAfterButNeverLimitsApple() throws {
         _ = try running()
         let token = TestCredentials.bearer(TestCredentials.userToken(user("eager")))
