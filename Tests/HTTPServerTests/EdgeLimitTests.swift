@@ -43,17 +43,52 @@ final class EdgeLimitTests: XCTestCase {
         }
         try server.start()
         defer { server.stop() }
-        let clients = try (0..<6).map { _ in try RawConnection(port: server.boundPort) }
+        func closedCount(_ clients: [RawConnection]) -> Int {
+            clients.filter { client in
+                var byte: UInt8 = 0
+                let count = recv(client.fd, &byte, 1, Int32(MSG_DONTWAIT))
+                return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            }.count
+        }
+        var clients = try (0..<6).map { _ in try RawConnection(port: server.boundPort, source: "127.0.0.2") }
+        // The host's own address is exempt: a proxy on the host brings every client from there.
+        let host = try (0..<6).map { _ in try RawConnection(port: server.boundPort) }
         Thread.sleep(forTimeInterval: 0.5)
-        let closed = clients.filter { client in
-            var byte: UInt8 = 0
-            let count = recv(client.fd, &byte, 1, Int32(MSG_DONTWAIT))
-            return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-        }.count
-        XCTAssertEqual(closed, 3, "three over the cap of three")
-        let first = clients[0]
-        first.send("GET /still HTTP/1.1\r\nHost: t\r\n\r\n")
-        XCTAssertEqual(first.readResponse().status, 200, "the ones under the cap are served")
+        XCTAssertEqual(closedCount(clients), 3, "three over the cap of three")
+        XCTAssertEqual(closedCount(host), 0, "127.0.0.1 is not capped")
+        clients[0].send("GET /still HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(clients[0].readResponse().status, 200, "the ones under the cap are served")
+        // Closing frees the address's share again (each connection closes its socket when released).
+        clients.removeAll()
+        Thread.sleep(forTimeInterval: 0.5)
+        let later = try (0..<3).map { _ in try RawConnection(port: server.boundPort, source: "127.0.0.2") }
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(closedCount(later), 0, "the closed ones no longer count")
+    }
+
+    /// Which addresses count together: IPv4 alone, an IPv4-mapped IPv6 address as its IPv4, IPv6 by
+    /// /64; the host's own addresses not at all.
+    func testAddressKeys() {
+        func key(_ text: String) -> AddressLimit.Key? {
+            if text.contains(":") {
+                var address = sockaddr_in6()
+                address.sin6_family = sa_family_t(AF_INET6)
+                _ = inet_pton(AF_INET6, text, &address.sin6_addr)
+                return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { AddressLimit.key($0) } }
+            }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr(text)
+            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { AddressLimit.key($0) } }
+        }
+        XCTAssertNil(key("127.0.0.1"))
+        XCTAssertNil(key("::1"))
+        XCTAssertNil(key("::ffff:127.0.0.1"))
+        XCTAssertNotNil(key("127.0.0.2"))
+        XCTAssertEqual(key("::ffff:192.0.2.7"), key("192.0.2.7"))
+        XCTAssertNotEqual(key("192.0.2.7"), key("192.0.2.8"))
+        XCTAssertEqual(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"), "one /64")
+        XCTAssertNotEqual(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"))
     }
 }
 

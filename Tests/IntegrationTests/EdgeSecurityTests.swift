@@ -211,12 +211,13 @@ final class EdgeSecurityTests: XCTestCase {
     func testSlowClientsDoNotStarveOthers() throws {
         _ = try running()
         let port = UInt16(URL(string: ingest)!.port!)
-        // 500 connections from ten loopback addresses (the per-address cap is 256), each sending
-        // half a request line and then a byte a second.
+        // 500 connections from the host's own address, as a test or a local proxy makes them (exempt
+        // from the per-address cap: a proxy brings every client from there), each sending half a
+        // request line and then a byte a second.
         var slow: [Int32] = []
         defer { slow.forEach { close($0) } }
-        for index in 0..<500 {
-            if let fd = RawSocket.connect(from: "127.0.0.\(2 + index % 10)", port: port) {
+        for _ in 0..<500 {
+            if let fd = RawSocket.connect(from: "127.0.0.1", port: port) {
                 _ = RawSocket.send(fd, "POST /v1/receipts HTTP/1.1\r\nHost: x\r\n")
                 slow.append(fd)
             }
@@ -236,8 +237,8 @@ final class EdgeSecurityTests: XCTestCase {
         }
         print("slow clients: \(slow.count) open, \(answered) ordinary requests, slowest \(String(format: "%.3f", worst)) s")
         XCTAssertLessThan(worst, 1.0, "ordinary requests answer within 1 s while 500 slow clients hang on")
-        // The server still holds them (they are slow, not gone), and a 256-per-address cap applies:
-        // of 300 more from one address, the ones over the cap are closed by the server.
+        // The server still holds them (they are slow, not gone), and a 256-per-address cap applies to
+        // any other address: of 300 more from one, the ones over the cap are closed by the server.
         var crowd: [Int32] = []
         defer { crowd.forEach { close($0) } }
         for _ in 0..<300 { if let fd = RawSocket.connect(from: "127.0.0.20", port: port) { crowd.append(fd) } }

@@ -47,7 +47,8 @@ public final class HTTPServer: Sendable {
     ///   - connectionTimeoutSeconds: idle connections are closed after this (parked ones never are);
     ///     it is also the longest a client may pause while sending its headers.
     ///   - connectionsPerAddress: connections one client IP address may hold at once (0: no limit
-    ///     beyond `connectionLimit`), so slow clients from one place cannot take every slot.
+    ///     beyond `connectionLimit`), so slow clients from one place cannot take every slot; the
+    ///     host's own address is exempt (AddressLimit).
     ///   - bodyTimeout: the longest a body may take to arrive once the headers are in; a slower
     ///     client is hung up on.
     public init(host: String = "127.0.0.1", port: Int, threads: Int, maxBodyBytes: Int,
@@ -61,7 +62,8 @@ public final class HTTPServer: Sendable {
         self.connectionLimit = connectionLimit
         self.connectionTimeoutSeconds = connectionTimeoutSeconds
         self.connectionsPerAddress = connectionsPerAddress
-        self.core = ServerCore(handler: handler, maxBodyBytes: maxBodyBytes, bodyTimeout: bodyTimeout)
+        self.core = ServerCore(handler: handler, maxBodyBytes: maxBodyBytes, bodyTimeout: bodyTimeout,
+                               connectionsPerAddress: connectionsPerAddress)
     }
 
     deinit { stop() }
@@ -147,14 +149,17 @@ public final class HTTPServer: Sendable {
                 option(MHD_OPTION.NOTIFY_COMPLETED, function: unsafeBitCast(requestCompletedCallback, to: UnsafeRawPointer.self),
                        context: coreOpaque),
             ]
-            if connectionsPerAddress > 0 { options.append(option(MHD_OPTION.PER_IP_CONNECTION_LIMIT, connectionsPerAddress)) }
+            if connectionsPerAddress > 0 {
+                options.append(option(MHD_OPTION.NOTIFY_CONNECTION, function: unsafeBitCast(connectionNotifyCallback, to: UnsafeRawPointer.self),
+                                      context: coreOpaque))
+            }
             // One thread means MHD's single internal thread; a "pool" of one draws a warning.
             if threads > 1 { options.append(option(MHD_OPTION.THREAD_POOL_SIZE, threads)) }
             options.append(option(MHD_OPTION.END, 0))
             return options.withUnsafeMutableBufferPointer { items in
                 withVaList([MHD_OPTION.ARRAY.rawValue, items.baseAddress!, MHD_OPTION.END.rawValue] as [any CVarArg]) { arguments in
-                    MHD_start_daemon_va(flags, UInt16(requestedPort), nil, nil,
-                                        accessHandlerCallback, coreOpaque, arguments)
+                    MHD_start_daemon_va(flags, UInt16(requestedPort), connectionsPerAddress > 0 ? acceptPolicyCallback : nil,
+                                        coreOpaque, accessHandlerCallback, coreOpaque, arguments)
                 }
             }
         }

@@ -25,8 +25,13 @@ final class ServerCore: Sendable {
         var parked: [ObjectIdentifier: HTTPResponder] = [:]
     }
 
-    init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int, bodyTimeout: Duration = .seconds(60)) {
+    /// Connections per client address (nil: only the global limit).
+    let addressLimit: AddressLimit?
+
+    init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int, bodyTimeout: Duration = .seconds(60),
+         connectionsPerAddress: Int = 0) {
         self.handler = handler
+        self.addressLimit = connectionsPerAddress > 0 ? AddressLimit(perAddress: connectionsPerAddress) : nil
         self.maxBodyBytes = maxBodyBytes
         self.bodyTimeout = bodyTimeout
         self.discardLimit = max(maxBodyBytes, 4 << 20)

@@ -1,0 +1,90 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// Connections one client address may hold, counted by the server rather than by libmicrohttpd's
+/// per-IP limit so that the host's own address is exempt: a proxy on the same host (and the host's
+/// own tools) connects from 127.0.0.1 or ::1 on behalf of every client, so capping that address
+/// would cap everyone. Other loopback addresses (127.0.0.2 …) count like any remote address, and
+/// IPv6 clients count per /64, the share one site usually holds.
+final class AddressLimit: Sendable {
+    /// One client address as counted: IPv4 (an IPv4-mapped IPv6 address too) or an IPv6 /64.
+    struct Key: Hashable, Sendable {
+        let isIPv6: Bool
+        let bits: UInt64
+    }
+
+    let perAddress: Int
+    private let open = Mutex<[Key: Int]>([:])
+
+    init(perAddress: Int) { self.perAddress = perAddress }
+
+    /// Whether a connection from `address` may be accepted now.
+    func admits(_ address: UnsafePointer<sockaddr>) -> Bool {
+        guard let key = Self.key(address) else { return true }
+        return open.withLock { $0[key, default: 0] < perAddress }
+    }
+
+    func opened(_ address: UnsafePointer<sockaddr>) {
+        guard let key = Self.key(address) else { return }
+        open.withLock { $0[key, default: 0] += 1 }
+    }
+
+    func closed(_ address: UnsafePointer<sockaddr>) {
+        guard let key = Self.key(address) else { return }
+        open.withLock { counts in
+            let left = counts[key, default: 0] - 1
+            counts[key] = left > 0 ? left : nil
+        }
+    }
+
+    /// Connections counted for the address now (tests and diagnostics).
+    func count(_ address: UnsafePointer<sockaddr>) -> Int {
+        guard let key = Self.key(address) else { return 0 }
+        return open.withLock { $0[key, default: 0] }
+    }
+
+    /// nil for the exempt host addresses (127.0.0.1, ::1, ::ffff:127.0.0.1) and unknown families.
+    static func key(_ address: UnsafePointer<sockaddr>) -> Key? {
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            let ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            return ipv4 == 0x7F00_0001 ? nil : Key(isIPv6: false, bits: UInt64(ipv4))
+        case AF_INET6:
+            let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+            }
+            let high = bytes[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let low = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            if high == 0, low == 1 { return nil }                       // ::1
+            if high == 0, low >> 32 == 0xFFFF {                          // ::ffff:a.b.c.d
+                let ipv4 = UInt32(truncatingIfNeeded: low)
+                return ipv4 == 0x7F00_0001 ? nil : Key(isIPv6: false, bits: UInt64(ipv4))
+            }
+            return Key(isIPv6: true, bits: high)
+        default:
+            return nil
+        }
+    }
+}
+
+/// libmicrohttpd asks before it accepts a connection: refused when its address holds its share.
+let acceptPolicyCallback: MHD_AcceptPolicyCallback = { cls, address, _ in
+    guard let cls, let address, let limit = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().addressLimit else {
+        return MHD_Result.YES
+    }
+    return limit.admits(address) ? MHD_Result.YES : MHD_Result.NO
+}
+
+/// Counts each accepted connection from its start to its close.
+let connectionNotifyCallback: MHD_NotifyConnectionCallback = { cls, connection, _, code in
+    guard let cls, let connection, let limit = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().addressLimit,
+          let address = storeledger_mhd_client_address(connection) else { return }
+    // MHD_CONNECTION_NOTIFY_STARTED (0) and MHD_CONNECTION_NOTIFY_CLOSED (1), by value: Swift
+    // imports the C enum without usable case names.
+    switch code.rawValue {
+    case 0: limit.opened(address)
+    case 1: limit.closed(address)
+    default: break
+    }
+}
