@@ -10,8 +10,8 @@ final class AuthTests: XCTestCase {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
     let secret = Array("0123456789abcdef0123456789abcdef-hs".utf8)
 
-    private func verifier(_ keys: [JWTKey]) -> JWTVerifier {
-        JWTVerifier(keys: keys, issuer: "https://login.example", audience: "storeledger")
+    private func verifier(_ keys: [JWTKey], leewaySeconds: Int64 = 60) -> JWTVerifier {
+        JWTVerifier(keys: keys, issuer: "https://login.example", audience: "storeledger", leewaySeconds: leewaySeconds)
     }
 
     private func token(alg: String = "HS256", kid: String? = nil, claims: [String: Any], sign: (Data) throws -> [UInt8]) rethrows -> String {
@@ -72,6 +72,15 @@ final class AuthTests: XCTestCase {
         XCTAssertEqual(try check(["aud": ["other", "storeledger"]]).get(), "user-1", "aud may be an array")
         XCTAssertEqual(check(["exp": now.timeIntervalSince1970 - 61]).failureReason, "token expired")
         XCTAssertNoThrow(try check(["exp": now.timeIntervalSince1970 - 30]).get(), "60 s leeway for clock skew")
+        // Without leeway (the default), a token is refused the second it expires and before its nbf.
+        let strict = verifier([.hs256(secret: secret, kid: nil)], leewaySeconds: 0)
+        let sign: (Data) -> [UInt8] = { HMAC.sha256(key: self.secret, message: $0) }
+        XCTAssertEqual(strict.verify(token(claims: claims(["exp": now.timeIntervalSince1970 - 1]), sign: sign), now: now).failureReason, "token expired")
+        XCTAssertEqual(strict.verify(token(claims: claims(["exp": now.timeIntervalSince1970]), sign: sign), now: now).failureReason, "token expired")
+        XCTAssertEqual(strict.verify(token(claims: claims(["nbf": now.timeIntervalSince1970 + 1]), sign: sign), now: now).failureReason,
+                       "token is not valid yet (nbf)")
+        XCTAssertEqual(try strict.verify(token(claims: claims(["exp": now.timeIntervalSince1970 + 1]), sign: sign), now: now).get(), "user-1")
+        XCTAssertEqual(JWTVerifier(keys: [], issuer: "i", audience: "a").leewaySeconds, 0)
         XCTAssertEqual(check(["nbf": now.timeIntervalSince1970 + 120]).failureReason, "token is not valid yet (nbf)")
         XCTAssertEqual(check(["iss": "https://evil.example"]).failureReason, "token issuer is not the configured one")
         XCTAssertEqual(check(["aud": "someone-else"]).failureReason, "token audience does not include the configured one")

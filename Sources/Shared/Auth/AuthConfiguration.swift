@@ -5,7 +5,7 @@ import Foundation
 /// (docs/security.md lists each variable):
 /// - Setting.apiKeys, Setting.adminKeys: `name=<hex SHA-256 of the key>,...`
 /// - Setting.jwtIssuer, Setting.jwtAudience (both required once any JWT key is set),
-///   Setting.jwtUserClaim (default `sub`), Setting.jwtLeewaySeconds (default 60, 0...300)
+///   Setting.jwtUserClaim (default `sub`), Setting.jwtLeewaySeconds (default 0, at most 300)
 /// - keys: Setting.jwtJWKSFile, Setting.jwtPublicKeyFiles (comma-separated PEM files),
 ///   Setting.jwtHS256SecretFiles (comma-separated files, each one secret of 32+ bytes;
 ///   files, so a secret never sits in the process environment or a command line)

@@ -52,7 +52,7 @@ public struct JWTVerifier: Sendable {
     /// User ids are identifiers: bounded like every other id that reaches a table.
     public static let maxUserIdBytes = 128
 
-    public init(keys: [JWTKey], issuer: String, audience: String, userClaim: String = "sub", leewaySeconds: Int64 = 60) {
+    public init(keys: [JWTKey], issuer: String, audience: String, userClaim: String = "sub", leewaySeconds: Int64 = 0) {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience

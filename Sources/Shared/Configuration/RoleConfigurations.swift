@@ -250,7 +250,7 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
     public var jwtIssuer: String?
     public var jwtAudience: String?
     public var jwtUserClaim = "sub"
-    public var jwtLeewaySeconds: Int64 = 60
+    public var jwtLeewaySeconds: Int64 = 0
     public var jwtJWKSFile: String?
     public var jwtPublicKeyFiles: [String] = []
     public var jwtHS256SecretFiles: [String] = []

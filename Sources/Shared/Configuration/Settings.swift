@@ -43,8 +43,8 @@ extension Setting {
     public static let jwtPublicKeyFiles = Setting("STORELEDGER_JWT_PUBLIC_KEY_FILES", .list, roles: [.ingest], doc: "PEM public keys.")
     public static let jwtHS256SecretFiles = Setting("STORELEDGER_JWT_HS256_SECRET_FILES", .list, roles: [.ingest],
                                                     doc: "Files holding HS256 secrets (32+ bytes each).")
-    public static let jwtLeewaySeconds = Setting("STORELEDGER_JWT_LEEWAY_S", .integer(0...300), default: "60", roles: [.ingest],
-                                                 doc: "Clock skew allowed on exp/nbf.")
+    public static let jwtLeewaySeconds = Setting("STORELEDGER_JWT_LEEWAY_S", .integer(0...300), default: "0", roles: [.ingest],
+                                                 doc: "Clock skew allowed on exp/nbf (0: an expired token is refused at once).")
     public static let metricsAccess = Setting("STORELEDGER_METRICS_ACCESS", .choice(["public", "admin"]), default: "public", roles: [.ingest],
                                               doc: "admin: /metrics needs an admin key.")
     public static let rateLimitServicePerSecond = Setting("STORELEDGER_RATE_LIMIT_SERVICE_PER_S", .decimal(0.01...1_000_000), default: "10000",
