@@ -16,8 +16,8 @@ import Synchronization
 struct DevCommand: CLICommand {
     let name = "dev"
     let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest, the signer and one worker per stage (--workers: more); print the URLs; Ctrl-C stops everything. With --admin-port, /readyz answers 200 once every process is ready."
-    let usage = "[--port P] [--admin-port P] [--broker-port P] [--partitions N] [--database-url URL] [--catalog FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
-    let optionNames: Set<String> = ["port", "admin-port", "broker-port", "partitions", "database-url", "catalog", "workers"]
+    let usage = "[--port P] [--admin-port P] [--broker-port P] [--partitions N] [--database-url URL] [--catalog FILE] [--webhooks FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
+    let optionNames: Set<String> = ["port", "admin-port", "broker-port", "partitions", "database-url", "catalog", "webhooks", "workers"]
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
 
@@ -32,6 +32,7 @@ struct DevCommand: CLICommand {
         options.members = try arguments.value("workers").map { try MemberCounts.parse($0, stages: DevStack.scalable) } ?? MemberCounts()
         options.databaseURL = Environment.databaseURL(arguments)
         options.catalog = Environment.value(arguments, option: "catalog", setting: .catalog)
+        options.webhooks = Environment.value(arguments, option: "webhooks", setting: .webhooks)
         let demo = arguments.has("demo") ? try prepareDemo() : nil
         if let demo { options.environment.merge(demo.environment) { $1 } }
         for (name, port) in [("port", options.ingestPort), ("broker-port", options.brokerPort)] where !(0...65535).contains(port) {
@@ -96,6 +97,8 @@ final class DevStack: Sendable {
         /// nil: a private PostgreSQL.
         var databaseURL: String?
         var catalog: String?
+        /// The webhooks file (Setting.webhooks): a webhooks worker delivers to its endpoints.
+        var webhooks: String?
         /// Merged into the environment of ingest and every worker.
         var environment: [String: String] = [:]
         /// The service key to use instead of a new one (Setting.devAPIKey does the same).
@@ -124,6 +127,7 @@ final class DevStack: Sendable {
         var environment = [Setting.kafkaFetchWaitMs.name: Environment.given(.kafkaFetchWaitMs) ?? "10",
                            Setting.kafkaSessionTimeoutMs.name: Environment.given(.kafkaSessionTimeoutMs) ?? "6000"]
         if let catalog = options.catalog { environment[Setting.catalog.name] = catalog }
+        if let webhooks = options.webhooks { environment[Setting.webhooks.name] = webhooks }
         environment.merge(options.environment) { $1 }
         let key = try DevSigningKey.create()
         do {
@@ -147,7 +151,7 @@ final class DevStack: Sendable {
                 Setting.signingIssuerId.name: credentials.issuerId,
             ]))
             // Webhook delivery only when endpoints are configured (Setting.webhooks, docs/webhooks.md).
-            let webhooks = Environment.given(.webhooks) != nil
+            let webhooks = environment[Setting.webhooks.name] != nil || Environment.given(.webhooks) != nil
             // --workers: more members of a stage join its consumer group and share its partitions.
             for stage in stages + (webhooks ? ["webhooks"] : []) {
                 for member in 1...options.members.members(of: stage) {

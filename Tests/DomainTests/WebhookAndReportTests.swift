@@ -1,9 +1,18 @@
+import Foundation
 @testable import Domain
 import XCTest
 
 /// Issue 17's pure pieces: the webhook retry schedule and signature header, the reconciliation
 /// and metrics arithmetic on hand-made finance facts.
 final class WebhookAndReportTests: XCTestCase {
+    /// The webhooks file may name only some of the retry fields.
+    func testARetryPolicyWithSomeFieldsTakesTheDefaultsForTheRest() throws {
+        let partial = try JSONDecoder().decode(WebhookRetryPolicy.self, from: Data(#"{"baseDelayMs":200,"maxDelayMs":1000}"#.utf8))
+        XCTAssertEqual(partial, WebhookRetryPolicy(baseDelayMs: 200, maxDelayMs: 1000))
+        XCTAssertEqual(try JSONDecoder().decode(WebhookRetryPolicy.self, from: Data("{}".utf8)), WebhookRetryPolicy())
+        XCTAssertThrowsError(try JSONDecoder().decode(WebhookRetryPolicy.self, from: Data(#"{"baseDelayMs":"soon"}"#.utf8)))
+    }
+
     func testRetryBacksOffExponentiallyUpToTheCapAndGivesUpAfter72Hours() {
         let policy = WebhookRetryPolicy()
         let first: Int64 = 1_000_000

@@ -91,7 +91,7 @@ public struct IngestConfiguration: Sendable, Equatable {
 
     public init(_ reader: inout ConfigurationReader) {
         port = reader.integer(.port).map { Int($0) }
-        serverAPIRoutes = reader.text(.ingestServerAPI) == "on"
+        serverAPIRoutes = reader.choice(.ingestServerAPI) == "on"
         maxConnectionsPerAddress = reader.integer(.maxConnectionsPerAddress).map { Int($0) }
         idleTimeoutSeconds = reader.integer(.httpIdleTimeoutSeconds).map { Int($0) }
         bodyTimeoutSeconds = reader.integer(.httpBodyTimeoutSeconds).map { Int($0) }

@@ -134,7 +134,7 @@ extension Setting {
     public static let apiKeyId = Setting("STORELEDGER_API_KEY_ID", .text, flag: "key-id", default: "the signer's default key",
                                          roles: [.recover, .refresh, .support, .doctor, .consumption, .ingest, .tools],
                                          doc: "Which of the signer's keys signs API tokens.")
-    public static let ingestServerAPI = Setting("STORELEDGER_INGEST_SERVER_API", .text, default: "off", roles: [.ingest],
+    public static let ingestServerAPI = Setting("STORELEDGER_INGEST_SERVER_API", .choice(["on", "off"]), default: "off", roles: [.ingest],
                                                 doc: "on serves ingest's App Store Server API admin routes.")
     public static let consumptionConsent = Setting("STORELEDGER_CONSUMPTION_CONSENT", .boolean, default: "true", roles: [.consumption, .ingest],
                                                    doc: "The app's terms record consent to share consumption data.")

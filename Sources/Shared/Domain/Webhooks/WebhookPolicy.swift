@@ -12,6 +12,15 @@ public struct WebhookRetryPolicy: Sendable, Equatable, Codable {
         self.giveUpAfterMs = giveUpAfterMs
     }
 
+    /// Each field may be left out of the webhooks file; the defaults fill what is.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = WebhookRetryPolicy()
+        baseDelayMs = try container.decodeIfPresent(Int64.self, forKey: .baseDelayMs) ?? defaults.baseDelayMs
+        maxDelayMs = try container.decodeIfPresent(Int64.self, forKey: .maxDelayMs) ?? defaults.maxDelayMs
+        giveUpAfterMs = try container.decodeIfPresent(Int64.self, forKey: .giveUpAfterMs) ?? defaults.giveUpAfterMs
+    }
+
     public enum Decision: Sendable, Equatable {
         case retry(atMs: Int64)
         case giveUp
