@@ -23,6 +23,14 @@ struct ReportCommand: CLICommand {
         }
         let format = arguments.value("format") ?? "csv"
         guard ["csv", "json"].contains(format) else { throw UsageError("--format is csv or json") }
+        // An environment in any case, as Apple's own spellings name them; a typo is an error, not an empty report.
+        var environment: String?
+        if let given = arguments.value("environment") {
+            guard let known = SubscriptionKey.environments.first(where: { $0.lowercased() == given.lowercased() }) else {
+                throw UsageError("--environment is one of \(SubscriptionKey.environments.joined(separator: ", "))")
+            }
+            environment = known
+        }
         guard let url = Environment.databaseURL(arguments) else { throw UsageError("no database: pass --database-url or set DATABASE_URL") }
         let reads = FinanceReads(try PGConnection(url: url))
         let encoder = JSONEncoder()
@@ -37,11 +45,12 @@ struct ReportCommand: CLICommand {
             }
         }
         if report == "reconcile" {
-            try write(try FinanceReport.reconcile(reads, from: from, to: to, environment: arguments.value("environment")),
+            try write(try FinanceReport.reconcile(reads, from: from, to: to, environment: environment),
                       csvHeader: ReconcileRow.csvHeader, csvLine: \.csvLine)
         } else {
-            try write(try FinanceReport.metrics(reads, from: from, to: to, environment: arguments.value("environment")),
-                      csvHeader: MetricsRow.csvHeader, csvLine: \.csvLine)
+            // JSON lines carry the two rates, as the CSV and the admin route do.
+            try write(try FinanceReport.metrics(reads, from: from, to: to, environment: environment).map(AdminReads.MetricsLine.init),
+                      csvHeader: MetricsRow.csvHeader, csvLine: \.row.csvLine)
         }
         return 0
     }

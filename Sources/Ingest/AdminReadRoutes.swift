@@ -35,7 +35,7 @@ public struct AdminReadRoutes: Sendable {
     public static let maxDeliveries = 1_000
     public static let defaultDeliveries = 200
     public static let maxReportDays = 731
-    public static let environments: Set<String> = ["Production", "Sandbox", "Xcode", "LocalTesting"]
+    public static let environments = Set(SubscriptionKey.environments)
 
     func webhookList() throws -> HTTPResponse { .json(data: try webhooks()) }
 

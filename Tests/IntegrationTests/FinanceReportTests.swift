@@ -31,9 +31,21 @@ final class FinanceReportTests: XCTestCase {
         let reconciled = try storeledger(["report", "reconcile", "--from", from, "--to", to, "--format", "json",
                                           "--database-url", sim.cluster.databaseURL])
             .split(separator: "\n").map { try decoder.decode(ReconcileRow.self, from: Data($0.utf8)) }
-        let metrics = try storeledger(["report", "metrics", "--from", from, "--to", to, "--format", "json",
-                                       "--database-url", sim.cluster.databaseURL])
-            .split(separator: "\n").map { try decoder.decode(MetricsRow.self, from: Data($0.utf8)) }
+        let metricsLines = try storeledger(["report", "metrics", "--from", from, "--to", to, "--format", "json",
+                                            "--database-url", sim.cluster.databaseURL]).split(separator: "\n")
+        let metrics = try metricsLines.map { try decoder.decode(MetricsRow.self, from: Data($0.utf8)) }
+        // Each JSON line states its rates too, as the CSV does.
+        for (line, row) in zip(metricsLines, metrics) where row.charges > 0 {
+            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            XCTAssertEqual(try XCTUnwrap(object["refundRate"] as? Double), try XCTUnwrap(row.refundRate), accuracy: 1e-9)
+        }
+        // An environment in any case is Apple's; the same rows as its proper spelling.
+        let environment = try XCTUnwrap(metrics.first?.environment)
+        let named = try storeledger(["report", "metrics", "--from", from, "--to", to, "--format", "json", "--environment", environment,
+                                     "--database-url", sim.cluster.databaseURL])
+        XCTAssertEqual(try storeledger(["report", "metrics", "--from", from, "--to", to, "--format", "json",
+                                        "--environment", environment.uppercased(), "--database-url", sim.cluster.databaseURL]), named)
+        XCTAssertFalse(named.isEmpty)
         let csv = try storeledger(["report", "reconcile", "--from", from, "--to", to, "--database-url", sim.cluster.databaseURL])
         XCTAssertEqual(csv.split(separator: "\n").first.map(String.init), ReconcileRow.csvHeader)
         XCTAssertEqual(csv.split(separator: "\n").count, reconciled.count + 1)

@@ -10,7 +10,7 @@ public struct SupportReads: Sendable {
     /// A page shows at most this many ledger lines (the oldest); the page says when it stopped.
     static let maxLedgerLines = 5_000
     /// Apple's environments (R18): an original transaction id names one subscription in each.
-    static let environments = [SubscriptionKey.production, "Sandbox", "Xcode", "LocalTesting"]
+    static let environments = SubscriptionKey.environments
 
     init(pool: PGPool) { self.pool = pool }
 

@@ -5,6 +5,9 @@
 /// ledger line built on the key is scoped to its environment.
 public enum SubscriptionKey {
     public static let production = "Production"
+    /// Apple's environments as StoreLedger names them, Production first (where a bare
+    /// `original_transaction_id` is looked for first).
+    public static let environments = [production, "Sandbox", "Xcode", "LocalTesting"]
 
     public static func make(originalTransactionId: String, environment: String) -> String {
         environment == production ? originalTransactionId : "\(originalTransactionId)@\(environment)"
