@@ -82,8 +82,8 @@ struct DeadLetterCommand: CLICommand {
         }
     }
 
-    /// Hands the letters `filter` selects to `body` in topic order per partition: as they are read,
-    /// or, with a limit, its last `limit` once the whole topic is read.
+    /// Hands the letters `filter` selects to `body` in topic order per partition as they are read,
+    /// or, with a limit, the `limit` latest by last failure once the whole topic is read.
     static func forEachSelected(_ kafka: KafkaConfig, _ filter: DeadLetterFilter,
                                 _ body: (String, DeadLetterRecord) throws -> Void) throws {
         guard filter.limit != nil else {

@@ -101,6 +101,15 @@ final class DeadLetterRecordTests: XCTestCase {
         var selection = DeadLetterSelection<Int>(DeadLetterFilter(stage: "decode", limit: 3))
         for index in 0..<10_000 { selection.offer(index, letter(index % 2 == 0 ? "decode" : "dedupe", "a", at: Int64(index))) }
         XCTAssertEqual(selection.kept.map(\.0), [9_994, 9_996, 9_998])
+        // Read partition by partition, the newest letters may come first: a limit keeps the latest
+        // failures, not the last ones read.
+        let acrossPartitions = [(1, letter("decode", "a", at: 50)), (2, letter("decode", "a", at: 10)),
+                                (3, letter("decode", "a", at: 40)), (4, letter("decode", "a", at: 20))]
+        XCTAssertEqual(DeadLetterFilter(limit: 2).select(acrossPartitions).map(\.0), [3, 1])
+        XCTAssertEqual(DeadLetterFilter(limit: 1).select(acrossPartitions).map(\.0), [1])
+        var gathered = DeadLetterSelection<Int>(DeadLetterFilter(limit: 2))
+        for index in 0..<1_000 { gathered.offer(index, letter("decode", "a", at: Int64((index * 7_919) % 1_000))) }
+        XCTAssertEqual(gathered.kept.map { $0.1.lastFailureMs }, [998, 999])
     }
 
     func testPrintableValueIsTextOnlyForPrintableUTF8() {

@@ -154,7 +154,8 @@ public struct DeadLetterFilter: Sendable, Equatable {
     public var kind: String?
     /// Only dead letters whose last failure is at or after this time (ms since 1970).
     public var sinceMs: Int64?
-    /// At most this many, the most recent first cut (the oldest are dropped).
+    /// At most this many: the most recent by last failure (letters of a raw record land in any
+    /// partition, so topic order says nothing across partitions); the older ones are dropped.
     public var limit: Int?
 
     public init(stage: String? = nil, kind: String? = nil, sinceMs: Int64? = nil, limit: Int? = nil) {
@@ -169,7 +170,8 @@ public struct DeadLetterFilter: Sendable, Equatable {
             && (sinceMs.map { letter.lastFailureMs >= $0 } ?? true)
     }
 
-    /// The selected letters, in the order given (topic order), keeping the last `limit`.
+    /// The selected letters: all in the order given, or with a limit the most recent `limit` by last
+    /// failure, oldest first.
     public func select<T>(_ letters: [(T, DeadLetterRecord)]) -> [(T, DeadLetterRecord)] {
         var selection = DeadLetterSelection<T>(self)
         for (id, letter) in letters { selection.offer(id, letter) }
@@ -181,20 +183,29 @@ public struct DeadLetterFilter: Sendable, Equatable {
 /// by the topic (a topic anyone can grow by posting junk to the notification endpoint).
 public struct DeadLetterSelection<T> {
     public let filter: DeadLetterFilter
-    private var buffer: [(T, DeadLetterRecord)] = []
+    /// Each letter with the order it was offered in, which breaks ties between equal failure times.
+    private var buffer: [(order: Int, id: T, letter: DeadLetterRecord)] = []
+    private var offered = 0
 
     public init(_ filter: DeadLetterFilter) { self.filter = filter }
 
     public mutating func offer(_ id: T, _ letter: DeadLetterRecord) {
         guard filter.matches(letter) else { return }
-        buffer.append((id, letter))
-        // Trimmed when twice the limit: amortised constant time per letter, at most 2 × limit held.
-        if let limit = filter.limit, buffer.count >= 2 * max(1, limit) { buffer.removeFirst(buffer.count - limit) }
+        buffer.append((offered, id, letter))
+        offered += 1
+        // Trimmed when twice the limit: amortised O(log limit) per letter, at most 2 × limit held.
+        if let limit = filter.limit, buffer.count >= 2 * max(1, limit) { buffer = Self.latest(buffer, limit) }
     }
 
-    /// In the order offered, the last `limit` of them.
+    /// Without a limit all of them in the order offered; with one the `limit` latest by last
+    /// failure, oldest first.
     public var kept: [(T, DeadLetterRecord)] {
-        guard let limit = filter.limit else { return buffer }
-        return Array(buffer.suffix(max(0, limit)))
+        guard let limit = filter.limit else { return buffer.map { ($0.id, $0.letter) } }
+        return Self.latest(buffer, limit).map { ($0.id, $0.letter) }
+    }
+
+    private static func latest(_ letters: [(order: Int, id: T, letter: DeadLetterRecord)], _ limit: Int)
+        -> [(order: Int, id: T, letter: DeadLetterRecord)] {
+        Array(letters.sorted { ($0.letter.lastFailureMs, $0.order) < ($1.letter.lastFailureMs, $1.order) }.suffix(max(0, limit)))
     }
 }
