@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 if [ -x scripts/python-env.sh ]; then scripts/python-env.sh >&2 || true; fi
 [ -x .venv/bin/python ] || python3 -m venv .venv >&2
 if ! .venv/bin/python -c 'import appstoreserverlibrary, ecdsa, jwt' 2>/dev/null; then
-  .venv/bin/pip install -q app-store-server-library ecdsa >&2
+  # The library's version is python-env.sh's (its pin); ecdsa only signs the seeds' sample.
+  .venv/bin/pip install -q "app-store-server-library==3.1.2" ecdsa >&2
 fi
 echo "$PWD/.venv/bin/python"
