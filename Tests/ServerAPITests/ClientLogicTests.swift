@@ -81,7 +81,7 @@ final class ClientLogicTests: XCTestCase {
         XCTAssertEqual(missing?.kind, .permanent)
         XCTAssertEqual(missing?.errorCode?.meansUnknownInThisEnvironment, true)
         XCTAssertEqual(classify(404, #"{"errorCode":4040006}"#).0?.kind, .retryable, "Apple's retryable variant")
-        XCTAssertEqual(classify(401).0?.kind, .permanent)
+        XCTAssertEqual(classify(401).0?.kind, .retryable, "our token, not the request: a fresh one may pass")
         let odd = classify(400, #"{"errorCode":4009999,"errorMessage":"new\u0000code \#(String(repeating: "x", count: 500))"}"#).0
         XCTAssertEqual(odd?.rawErrorCode, 4_009_999, "an unknown code is kept raw")
         XCTAssertNil(odd?.errorCode)

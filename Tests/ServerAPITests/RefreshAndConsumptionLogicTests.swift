@@ -90,6 +90,19 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         XCTAssertEqual(sent.withLock { $0 }, 0)
     }
 
+    /// Apple or the signer out of reach is an outage the consumption stage waits out (Apple allows
+    /// 12 hours), never a dead letter after a few retries; Apple's refusal of the request is final.
+    func testAnAppleOutageIsWaitedOutAndARefusalIsNot() {
+        func isOutage(_ failure: APIFailure) -> Bool {
+            if case .infrastructure = StageFailure.classify(failure) { return true }
+            return false
+        }
+        XCTAssertTrue(isOutage(APIFailure(.retryable, "App Store Server API failed", httpStatus: 503)))
+        XCTAssertTrue(isOutage(APIFailure(.retryable, "bearer token refused", httpStatus: 401)))
+        XCTAssertTrue(isOutage(APIFailure(.noToken, "the signer did not answer")))
+        XCTAssertFalse(isOutage(APIFailure(.permanent, "refused", httpStatus: 400)))
+    }
+
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {
         let policy = ConsumptionPolicy()
         let day: Int64 = 86_400_000

@@ -295,7 +295,7 @@ final class ServerAPIEndToEndTests: XCTestCase {
         let fixed = FixedToken(APIToken(value: minted.token, expiresAt: minted.expiresAt))
         let refused = try h.client(tokens: fixed).transactionInfo(transactionId: purchase.transactionId).failure()
         XCTAssertEqual(refused.httpStatus, 401)
-        XCTAssertEqual(refused.kind, .permanent)
+        XCTAssertEqual(refused.kind, .retryable, "retried, and handed back retryable: a consumption answer waits rather than being dropped")
         XCTAssertEqual(h.server.state.lastAuthProblem, "signature does not verify with the configured key")
         XCTAssertFalse(refused.description.contains(minted.token))
         XCTAssertFalse(refused.description.contains(minted.token.split(separator: ".")[2]))
@@ -311,6 +311,31 @@ final class ServerAPIEndToEndTests: XCTestCase {
         XCTAssertEqual(try h.client(tokens: FixedToken(APIToken(value: otherApp.token, expiresAt: otherApp.expiresAt)))
             .transactionInfo(transactionId: purchase.transactionId).failure().httpStatus, 401)
         XCTAssertEqual(h.server.state.lastAuthProblem, "bid is not \(h.store.config.bundleId)")
+    }
+
+    /// A token Apple refuses is not offered again: the cache drops it and the retry asks for a new
+    /// one (a key rotated or an issuer id corrected in the signer takes effect at once).
+    func testARefusedTokenIsDroppedFromTheCacheAndTheRetryUsesAFreshOne() throws {
+        let h = try ServerAPIHarness()
+        let purchase = try h.subscriber("token-refresh-user")
+        let stranger = APITokenIssuer(keys: try SigningKeyRing(keys: [H.keyId: try P256PrivateKey.generate()]), issuerId: H.issuerId)
+        let bad = try stranger.mint(bundleId: h.store.config.bundleId)
+        let fetched = Mutex<[String]>([])
+        let issuer = h.issuer, bundleId = h.store.config.bundleId
+        let tokens = CachingTokenProvider { () -> Result<APIToken, APIFailure> in
+            let first = fetched.withLock { list in
+                list.append(list.isEmpty ? "bad" : "good")
+                return list.count == 1
+            }
+            if first { return .success(APIToken(value: bad.token, expiresAt: bad.expiresAt)) }
+            guard let good = try? issuer.mint(bundleId: bundleId) else { return .failure(APIFailure(.noToken, "mint failed")) }
+            return .success(APIToken(value: good.token, expiresAt: good.expiresAt))
+        }
+        let info = try h.client(tokens: tokens).transactionInfo(transactionId: purchase.transactionId).value()
+        XCTAssertEqual(H.string(info.transaction, "transactionId"), purchase.transactionId)
+        XCTAssertEqual(fetched.withLock { $0 }, ["bad", "good"], "one refusal, one fresh token, then the cached good one")
+        _ = try h.client(tokens: tokens).transactionInfo(transactionId: purchase.transactionId).value()
+        XCTAssertEqual(fetched.withLock { $0.count }, 2, "the good token stays cached")
     }
 
     func testAnswersSignedByAnotherChainAreRefusedAsInvalid() throws {

@@ -22,6 +22,12 @@ public struct APIToken: Sendable, CustomStringConvertible, CustomDebugStringConv
 public protocol APITokenProvider: Sendable {
     /// A token valid for at least a little while, or why none could be had (never the token itself).
     func token() -> Result<APIToken, APIFailure>
+    /// Apple answered 401 to `token`: a cached copy must not be offered again.
+    func refused(_ token: APIToken)
+}
+
+extension APITokenProvider {
+    public func refused(_ token: APIToken) {}
 }
 
 /// Reuses a token until shortly before it expires, so a burst of calls costs one round trip to
@@ -46,5 +52,9 @@ public final class CachingTokenProvider: APITokenProvider {
         let fresh = fetch()
         if case .success(let token) = fresh { cached.withLock { $0 = token } }
         return fresh
+    }
+
+    public func refused(_ token: APIToken) {
+        cached.withLock { if $0?.value == token.value { $0 = nil } }
     }
 }

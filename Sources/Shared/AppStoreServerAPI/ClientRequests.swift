@@ -39,6 +39,7 @@ extension AppStoreServerAPIClient {
             switch ResponseClassifier.classify(exchange, environment: env, now: now()) {
             case .success(let body): return .success(body)
             case .failure(var failure, let retryAfter):
+                if failure.httpStatus == 401 { tokens.refused(token) }
                 guard failure.kind == .retryable else { return .failure(failure) }
                 switch settings.retry.decide(attempt: attempt, retryAfterSeconds: retryAfter) {
                 case .retry(let delay): sleep(delay)

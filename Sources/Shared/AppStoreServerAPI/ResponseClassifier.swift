@@ -37,6 +37,9 @@ enum ResponseClassifier {
             failure.reason = "rate limited"
             retryAfter = RetryAfter.seconds(response.headers["retry-after"], now: now)
         case 401:
+            // Our token, not the request: a fresh one may pass (a key rotated, a clock corrected, a
+            // configuration fixed), so the request is retried rather than given up for good.
+            failure.kind = .retryable
             failure.reason = "bearer token refused (key id, issuer id, bundle id or clock)"
         case 500...599:
             failure.kind = .retryable

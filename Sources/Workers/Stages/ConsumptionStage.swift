@@ -11,8 +11,9 @@ import Store
 /// notifications, computes the answer from the ledger with `ConsumptionPolicy`, sends it to Apple
 /// (Send Consumption Information) and records it in `consumption_answers`, in the batch's
 /// transaction. One answer per notificationUUID: Apple's retries and redeliveries answer nothing
-/// new. Apple unreachable or rate limiting fails the batch (the loop retries with backoff); a
-/// refusal is recorded as `failed` with Apple's reason.
+/// new. Apple unreachable, rate limiting, a refused token or no token from the signer is an outage
+/// the loop waits out with the batch held (StageFailure); Apple's refusal of the answer itself is
+/// recorded as `failed` with Apple's reason.
 public struct ConsumptionStage: StageLogic {
     public typealias Send = @Sendable (_ transactionId: String, _ request: ConsumptionRequest, _ environment: AppStoreEnvironment)
         -> Result<Void, APIFailure>

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Domain
 import Foundation
 import Kafka
@@ -227,6 +228,11 @@ public enum StageFailure {
             }
         case let pg as PGError:
             return classify(pg)
+        case let api as APIFailure where api.kind == .retryable || api.kind == .noToken:
+            // Apple or the signer out of reach (5xx, 429, 401, no token): an outage the loop waits out
+            // with its partitions paused. Apple gives 12 hours to answer a consumption request; a
+            // dead letter after a few seconds of retries would lose it.
+            return .infrastructure(api.description)
         case let kafka as KafkaError:
             if kafka.isMessageTooLarge { return .permanent(kind: "output_too_large", reason: kafka.description) }
             switch kafka.kind {
