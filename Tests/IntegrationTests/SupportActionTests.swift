@@ -58,6 +58,14 @@ final class SupportActionTests: XCTestCase {
         XCTAssertEqual(try action.string("reason"), "compensation for an outage")
         XCTAssertEqual(try action.string("days"), "7")
 
+        // A request id the status request could not carry in its path is refused before Apple is asked:
+        // Apple would extend every subscriber and the outcome would be unreadable.
+        let unchanged = subscriptions.map { expiry($0.otid) }
+        XCTAssertThrowsError(try RecoverNotificationsTests.run(["support", "mass-extend", "--product", "vip.a.1m", "--days", "3", "--reason-code", "3",
+                                                                "--admin", "bob@support", "--reason", "service outage",
+                                                                "--request-id", "promo 2026/11"], environment: api.cliEnvironment))
+        XCTAssertEqual(subscriptions.map { expiry($0.otid) }, unchanged)
+
         let others = subscriptions.map { expiry($0.otid) }
         let mass = try RecoverNotificationsTests.run(["support", "mass-extend", "--product", "vip.a.1m", "--days", "3", "--reason-code", "3",
                                                       "--admin", "bob@support", "--reason", "service outage", "--json"], environment: api.cliEnvironment)

@@ -10,18 +10,7 @@ struct Endpoint: Sendable {
     var body: [UInt8]?
 
     /// Ids Apple issues are digits, letters, `.`, `_` and `-`; anything else is refused.
-    static func pathId(_ raw: String, _ what: String) -> Result<String, APIFailure> {
-        let bytes = raw.utf8
-        guard !bytes.isEmpty, bytes.count <= APILimits.maxPathIdBytes, raw != ".", raw != "..",
-              bytes.allSatisfy({ byte in
-                  (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-                      || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
-                      || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-              }) else {
-            return .failure(APIFailure(.invalidRequest, "\(what) is not a plain id (1...\(APILimits.maxPathIdBytes) of A-Z a-z 0-9 . _ -)"))
-        }
-        return .success(raw)
-    }
+    static func pathId(_ raw: String, _ what: String) -> Result<String, APIFailure> { PlainId.check(raw, what) }
 
     static func json(_ value: some Encodable) -> Result<[UInt8], APIFailure> {
         let encoder = JSONEncoder()
@@ -45,5 +34,21 @@ struct Endpoint: Sendable {
 
     static func encode(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+}
+
+/// An id that may stand as a path segment of an App Store Server API URL.
+public enum PlainId {
+    public static func check(_ raw: String, _ what: String) -> Result<String, APIFailure> {
+        let bytes = raw.utf8
+        guard !bytes.isEmpty, bytes.count <= APILimits.maxPathIdBytes, raw != ".", raw != "..",
+              bytes.allSatisfy({ byte in
+                  (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                      || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                      || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+              }) else {
+            return .failure(APIFailure(.invalidRequest, "\(what) is not a plain id (1...\(APILimits.maxPathIdBytes) of A-Z a-z 0-9 . _ -)"))
+        }
+        return .success(raw)
     }
 }

@@ -26,7 +26,11 @@ public struct SupportOrder {
             throw UsageError("--admin (1-128 bytes) and --reason (1-1000 bytes) are required: every action is recorded with them")
         }
         let requestId = arguments.value("request-id") ?? UUID().uuidString.lowercased()
-        guard (1...128).contains(requestId.utf8.count) else { throw UsageError("--request-id must have 1...128 bytes") }
+        // It is a path segment of the mass extension's status URL: an id the status request could not
+        // name would extend every subscriber and leave the outcome unreadable.
+        guard case .success = PlainId.check(requestId, "--request-id") else {
+            throw UsageError("--request-id must be 1...128 of A-Z a-z 0-9 . _ - (a UUID by default)")
+        }
         self.days = Int32(days)
         self.reasonCode = reasonCode
         self.admin = admin
@@ -73,16 +77,25 @@ public struct SupportActions {
     public func extend(_ otid: String, _ order: SupportOrder, environment: AppStoreEnvironment?) -> SupportReport {
         let request = ExtendRenewalDateRequest(extendByDays: order.days, extendReasonCode: order.reasonCode, requestIdentifier: order.requestId)
         var report = SupportReport(kind: "extend", target: otid, requestIdentifier: order.requestId, admin: order.admin)
-        switch client.extendRenewalDate(originalTransactionId: otid, request, environment: environment) {
+        // The client's own fallback hides which environment answered; asked one at a time, the
+        // action is recorded under the subscription it extended (a Sandbox one is `otid@Sandbox`).
+        var asked = environment ?? client.settings.environment
+        var answer = client.extendRenewalDate(originalTransactionId: otid, request, environment: asked)
+        if environment == nil, client.settings.sandboxFallback, asked == .production, case .failure(let failure) = answer,
+           failure.errorCode?.meansUnknownInThisEnvironment == true {
+            asked = .sandbox
+            answer = client.extendRenewalDate(originalTransactionId: otid, request, environment: asked)
+        }
+        report.environment = asked.rawValue
+        switch answer {
         case .success(let answer):
             report.succeeded = answer.success
             report.effectiveDate = answer.effectiveDate
             if answer.success != true { report.error = "Apple did not extend the renewal date" }
         case .failure(let failure):
             report.error = failure.description
-            report.environment = failure.environment?.rawValue
         }
-        let target = SubscriptionKey.make(originalTransactionId: otid, environment: report.environment ?? environment?.rawValue ?? "Production")
+        let target = SubscriptionKey.make(originalTransactionId: otid, environment: asked.rawValue)
         record(target: target, request: request, order, &report)
         return report
     }
