@@ -330,9 +330,14 @@ public final class IngestService: Sendable {
         deadlines.watch(responder, route: route)
     }
 
+    /// Ready while the broker answers (every write needs it: without it each POST gets 503) and,
+    /// when configured, PostgreSQL does (the reads).
     private func readiness(_ responder: HTTPResponder) {
-        guard let reads else { return _ = responder.respond(.json(["status": "ready", "database": "not configured"])) }
-        bounded.run(responder, {
+        bounded.run(responder, { [producer, reads] in
+            guard producer.brokerAnswers(topic: Topic.notificationsRaw, timeout: .seconds(2)) else {
+                return .error(status: 503, reason: "broker unavailable")
+            }
+            guard let reads else { return .json(["status": "ready", "database": "not configured"]) }
             do {
                 try reads.ping()
                 return .json(["status": "ready"])

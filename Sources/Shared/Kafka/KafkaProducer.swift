@@ -89,6 +89,12 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Whether the cluster answers a metadata request about `topic` within `timeout`: a readiness
+    /// check (librdkafka queues sends while no broker answers, so a send alone cannot tell).
+    public func brokerAnswers(topic: String, timeout: Duration) -> Bool {
+        (try? client.partitionCount(topic: topic, timeout: timeout)) != nil
+    }
+
     public func flush(timeout: Duration) throws(KafkaError) {
         let deadline = ContinuousClock.now + timeout
         while state.inFlight.load(ordering: .acquiring) > 0 {
