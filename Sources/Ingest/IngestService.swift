@@ -140,13 +140,13 @@ public final class IngestService: Sendable {
         }
         switch route {
         case .health:
-            responder.respond(.json(["status": "ok"]))
+            answer(route, responder, .json(["status": "ok"]))
         case .ready:
             readiness(responder)
         case .metrics:
-            responder.respond(.text(Metrics.shared.exposition()))
+            answer(route, responder, .text(Metrics.shared.exposition()))
         case .openAPI:
-            responder.respond(.json(data: OpenAPIDocument.json))
+            answer(route, responder, .json(data: OpenAPIDocument.json))
         case .appleNotification:
             acceptNotification(request, responder)
         case .receiptUpload:
@@ -166,8 +166,7 @@ public final class IngestService: Sendable {
             offers.userOffers(user: user, request, responder)
         case .userLedger(let user):
             guard let limit = EdgeChecks.ledgerLimit(request.queryValue("limit")) else {
-                responder.respond(.error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
-                return
+                return answer(route, responder, .error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
             }
             read(route, responder) { try $0.userLedger(user, limit: limit) }
         case .adminUser(let user):
@@ -181,24 +180,28 @@ public final class IngestService: Sendable {
         case .adminServerAPI:
             // Refresh and consumption reads that ask Apple: served only when configured (issue 16).
             guard let serverAPI = config.serverAPIAdmin else {
-                responder.respond(.error(status: 404, reason: "App Store Server API admin routes are not enabled (\(Setting.ingestServerAPI)=on)"))
-                return
+                return answer(route, responder, .error(status: 404, reason: "App Store Server API admin routes are not enabled (\(Setting.ingestServerAPI)=on)"))
             }
             // They wait on Apple (and write PostgreSQL) for seconds: off the HTTP threads, which
             // Apple's own notifications need (admin calls are rate limited per credential above).
             let segments = request.path.split(separator: "/").map(String.init)
-            DispatchQueue.global().async {
-                responder.respond(serverAPI.answer(request, segments: segments) ?? Self.noRoute(request))
+            DispatchQueue.global().async { [self] in
+                answer(route, responder, serverAPI.answer(request, segments: segments) ?? Self.noRoute(request))
             }
         case .wrongMethod(let allowed):
             var response = HTTPResponse.error(status: 405, reason: "use \(allowed)")
             response.headers.set(name: "Allow", value: allowed)
-            responder.respond(response)
+            answer(route, responder, response)
         case .badPath(let reason):
-            responder.respond(.error(status: 400, reason: reason))
+            answer(route, responder, .error(status: 400, reason: reason))
         case .notFound:
-            responder.respond(Self.noRoute(request))
+            answer(route, responder, Self.noRoute(request))
         }
+    }
+
+    /// Answers and counts the answer in `storeledger_ingest_requests_total`.
+    private func answer(_ route: IngestRoute, _ responder: HTTPResponder, _ response: HTTPResponse) {
+        if responder.respond(response) { count(route.metricName, response.status) }
     }
 
     private static func noRoute(_ request: HTTPRequest) -> HTTPResponse {
@@ -344,7 +347,7 @@ public final class IngestService: Sendable {
             } catch {
                 return .error(status: 503, reason: "database unavailable")
             }
-        }, answered: { _ in })
+        }, answered: { [self] status in count(IngestRoute.ready.metricName, status) })
     }
 
     /// The operator reads, bounded like `read`.

@@ -64,6 +64,9 @@ final class MetricsFamiliesTests: XCTestCase {
         let ingest = scraped["ingest"]!
         XCTAssertGreaterThan(ingest.value("storeledger_ingest_requests_total", ["route": "notification", "status": "200"]) ?? 0, 0)
         XCTAssertEqual(ingest.value("storeledger_ingest_requests_total", ["route": "admin_webhooks", "status": "403"]), 1)
+        // Every route counts, the probes and the scrapes too (the boot waited on /readyz; earlier scrapes are in this one).
+        XCTAssertGreaterThan(ingest.value("storeledger_ingest_requests_total", ["route": "readyz", "status": "200"]) ?? 0, 0)
+        XCTAssertGreaterThan(ingest.value("storeledger_ingest_requests_total", ["route": "metrics", "status": "200"]) ?? 0, 0)
         XCTAssertGreaterThan(ingest.sum("storeledger_offer_requests_total", [:]), 0, "S12 asked for signatures")
         assertPGErrors(ingest, "ingest")
         assertHistogram(ingest, "storeledger_pg_pool_wait_seconds", [:], "ingest", atMost: 10)
