@@ -1,4 +1,5 @@
 import AppleDecoding
+import Configuration
 import Crypto
 import Foundation
 import Runtime
@@ -14,8 +15,14 @@ private func readInput(_ path: String) throws -> [UInt8] {
     return [UInt8](data)
 }
 
-private func loadRoots(_ arguments: Arguments) throws -> [X509Certificate] {
-    try arguments.values("root").map { path in
+/// The `--root` certificates; without any, the configured ones (`configured`: the decode worker's
+/// setting), so support staff on a configured host verify as the pipeline does.
+private func loadRoots(_ arguments: Arguments, configured: Setting) throws -> [X509Certificate] {
+    var paths = arguments.values("root")
+    if paths.isEmpty, let list = Environment.given(configured) {
+        paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+    return try paths.map { path in
         do { return try AppleDecodingConfiguration.loadCertificate(path) } catch { throw UsageError(String(describing: error)) }
     }
 }
@@ -29,13 +36,13 @@ private func printJSON(_ object: [String: Any]) {
 struct ReceiptCommand: CLICommand {
     let name = "receipt"
     let summary = "Decode an app receipt (PKCS#7, base64 or raw; also an upload/verifyReceipt JSON holding one) and verify it against --root certificates at its creation date."
-    let usage = "decode FILE|- [--root CERT]... [--bundle-id ID] [--device-id UUID] [--no-strict] [--json]"
+    let usage = "decode FILE|- [--root CERT]... (default: \(Setting.receiptRoots)) [--bundle-id ID] [--device-id UUID] [--no-strict] [--json]"
     let optionNames: Set<String> = ["root", "bundle-id", "device-id"]
     let flagNames: Set<String> = ["json", "no-strict"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 2, arguments.positionals[0] == "decode" else { throw UsageError("expected: receipt decode FILE") }
-        let roots = try loadRoots(arguments)
+        let roots = try loadRoots(arguments, configured: .receiptRoots)
         let raw = try readInput(arguments.positionals[1])
         let json = arguments.has("json")
         guard let der = Self.receiptBytes(raw) else { return fail("input is neither base64 text, a JSON document holding a receipt, nor raw DER", json: json) }
@@ -58,7 +65,7 @@ struct ReceiptCommand: CLICommand {
         case .failure(let failure):
             guard case .success(let receipt) = AppReceiptVerifier.decodeUnverified(der) else { return fail(failure.description, json: json) }
             output = Self.render(receipt)
-            output["error"] = roots.isEmpty ? "not verified: no --root certificate given" : failure.description
+            output["error"] = roots.isEmpty ? "not verified: no --root certificate given (nor \(Setting.receiptRoots))" : failure.description
         }
         output["verified"] = verified
         if let device = arguments.value("device-id"), case .success(let receipt) = AppReceiptVerifier.decodeUnverified(der) {
@@ -77,6 +84,8 @@ struct ReceiptCommand: CLICommand {
             for field in ["receipt_data", "receipt-data", "transactionReceipt", "latest_receipt"] {
                 if let text = object[field] as? String { return Base64.decode(text) }
             }
+            // A V1 notification since 2021, or a verifyReceipt answer: the receipt under unified_receipt.
+            if let text = (object["unified_receipt"] as? [String: Any])?["latest_receipt"] as? String { return Base64.decode(text) }
             return nil
         }
         if let decoded = Base64.decode(String(decoding: raw, as: UTF8.self)), !decoded.isEmpty { return decoded }
@@ -149,8 +158,8 @@ struct JWSCommand: CLICommand {
 
     func run(_ arguments: Arguments) throws -> Int32 {
         guard arguments.positionals.count == 2, arguments.positionals[0] == "verify" else { throw UsageError("expected: jws verify FILE") }
-        let roots = try loadRoots(arguments)
-        guard !roots.isEmpty else { throw UsageError("--root CERT is required (Apple Root CA - G3 for App Store data)") }
+        let roots = try loadRoots(arguments, configured: .appleRoots)
+        guard !roots.isEmpty else { throw UsageError("--root CERT is required (Apple Root CA - G3 for App Store data), or \(Setting.appleRoots)") }
         let text = String(decoding: try readInput(arguments.positionals[1]), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         let token = ((try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any])?["signedPayload"] as? String ?? text
         let unverified = Self.unverifiedPayload(token)
