@@ -42,7 +42,7 @@ enum SupportPage {
         let body: HTML = """
         <h1>Membership of user <code>\(timeline.userId)</code></h1>
         <p class="facts">\(subscriptions.count) subscription(s): \(subscriptions.map { HTML("<code>\($0)</code> ") }) · times in UTC · \
-        ledger entries: \(timeline.ledger.count)\(timeline.ledgerTruncated ? " (the oldest ones; the rest is not shown)" : "")</p>
+        ledger entries: \(timeline.ledger.count)\(timeline.ledgerTruncated ? " (the newest ones; older entries are not shown)" : "")</p>
         <h2>Timeline</h2>
         \(timelineSVG(timeline))
         \(legend)

@@ -23,12 +23,14 @@ public struct SupportReads: Sendable {
         return try pool.withConnection { db in
             let queries = MembershipQueries(db)
             let memberships = try queries.groupMemberships(ofUser: user)
-            // The user's lines, and those of their subscriptions from before any user was linked.
-            var lines = try queries.ledger(ofUser: user, order: .oldestFirst, limit: Self.maxLedgerLines + 1)
+            // The user's lines, and those of their subscriptions from before any user was linked: the
+            // newest ones when there are too many (the customer asks about what changed lately),
+            // shown oldest first.
+            var lines = try queries.ledger(ofUser: user, order: .newestFirst, limit: Self.maxLedgerLines + 1)
             guard !memberships.isEmpty || !lines.isEmpty else { return nil }
             let truncated = lines.count > Self.maxLedgerLines
             if truncated { lines.removeLast() }
-            return MembershipTimeline(userId: user, memberships: memberships, ledger: lines, ledgerTruncated: truncated, nowMs: nowMs)
+            return MembershipTimeline(userId: user, memberships: memberships, ledger: lines.reversed(), ledgerTruncated: truncated, nowMs: nowMs)
         }
     }
 

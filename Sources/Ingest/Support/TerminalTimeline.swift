@@ -41,7 +41,7 @@ public enum TerminalTimeline {
         lines.append("")
         lines.append("legend: \(granted) granted  \(removed) removed by a cut  \(cut) the cut's instant  \(grace) grace  \(retry) billing retry  \(empty) nothing")
         lines.append("")
-        lines.append("ledger (oldest first\(timeline.ledgerTruncated ? "; the oldest lines only, the rest is not shown" : "")):")
+        lines.append("ledger (oldest first\(timeline.ledgerTruncated ? "; the newest lines only, older ones are not shown" : "")):")
         for line in timeline.ledger { lines.append(ledgerLine(line)) }
         return lines.joined(separator: "\n") + "\n"
     }
