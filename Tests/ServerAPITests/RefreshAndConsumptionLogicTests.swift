@@ -5,7 +5,7 @@ import Domain
 import Foundation
 import Kafka
 @testable import Simulator
-import Stages
+@testable import Stages
 import Synchronization
 import Store
 import XCTest
@@ -101,6 +101,14 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         XCTAssertTrue(isOutage(APIFailure(.retryable, "bearer token refused", httpStatus: 401)))
         XCTAssertTrue(isOutage(APIFailure(.noToken, "the signer did not answer")))
         XCTAssertFalse(isOutage(APIFailure(.permanent, "refused", httpStatus: 400)))
+        // A purchase the ledger does not know yet is waited for a little, then told undelivered.
+        XCTAssertTrue(ConsumptionStage.awaitsLedger(factsFound: false, requestedAtMs: 1_000_000, nowMs: 1_000_000 + 2_000))
+        XCTAssertFalse(ConsumptionStage.awaitsLedger(factsFound: false, requestedAtMs: 1_000_000, nowMs: 1_000_000 + ConsumptionStage.ledgerSettleMs))
+        XCTAssertFalse(ConsumptionStage.awaitsLedger(factsFound: true, requestedAtMs: 1_000_000, nowMs: 1_000_000))
+        XCTAssertFalse(ConsumptionStage.awaitsLedger(factsFound: false, requestedAtMs: .min, nowMs: .max), "saturates, never traps")
+        if case .infrastructure = StageFailure.classify(ConsumptionStage.AwaitingLedger(transactionId: "1")) {} else {
+            XCTFail("waiting for the ledger holds the batch, never dead-letters it")
+        }
     }
 
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {

@@ -15,6 +15,22 @@ import Store
 /// the loop waits out with the batch held (StageFailure); Apple's refusal of the answer itself is
 /// recorded as `failed` with Apple's reason.
 public struct ConsumptionStage: StageLogic {
+    /// How long after Apple asked a purchase the ledger does not know may still be on its way
+    /// (dedupe, classify and membership run behind this stage; a recovery pass feeds a lost purchase
+    /// and Apple's request together). Only after it is "undelivered" told: Apple allows 12 hours.
+    static let ledgerSettleMs: Int64 = 10_000
+
+    /// The purchase is not in the ledger yet and may still arrive: the batch waits (an outage for
+    /// the consumer loop, so nothing is dead-lettered) and is tried again.
+    struct AwaitingLedger: Error, CustomStringConvertible {
+        let transactionId: String
+        var description: String { "transaction \(transactionId) is not in the ledger yet; answering Apple once it is, or once it cannot be" }
+    }
+
+    static func awaitsLedger(factsFound: Bool, requestedAtMs: Int64, nowMs: Int64) -> Bool {
+        !factsFound && nowMs.saturatingSubtracting(requestedAtMs) < ledgerSettleMs
+    }
+
     public typealias Send = @Sendable (_ transactionId: String, _ request: ConsumptionRequest, _ environment: AppStoreEnvironment)
         -> Result<Void, APIFailure>
 
@@ -55,6 +71,9 @@ public struct ConsumptionStage: StageLogic {
         guard try !ServerAPIStore.isAnswered(key, notificationUUID: uuid, db: db) else { return }
         let requestedAt = event.notification?.signedDateMs ?? event.receivedAtMs
         let facts = try ServerAPIStore.purchaseFacts(subscriptionKey: key, transactionId: transaction.transactionId, db: db)
+        if Self.awaitsLedger(factsFound: facts != nil, requestedAtMs: requestedAt, nowMs: currentTimeMs()) {
+            throw AwaitingLedger(transactionId: transaction.transactionId)
+        }
         let assessment = policy.assess(facts, requestedAtMs: requestedAt)
         let kind = facts?.productKind.flatMap(ProductKind.init(rawValue:)) ?? inferredKind(transaction)
         let request = policy.request(for: assessment, autoRenewable: kind == .autoRenewable)

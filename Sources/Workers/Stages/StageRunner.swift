@@ -228,6 +228,8 @@ public enum StageFailure {
             }
         case let pg as PGError:
             return classify(pg)
+        case let waiting as ConsumptionStage.AwaitingLedger:
+            return .infrastructure(waiting.description)
         case let api as APIFailure where api.kind == .retryable || api.kind == .noToken:
             // Apple or the signer out of reach (5xx, 429, 401, no token): an outage the loop waits out
             // with its partitions paused. Apple gives 12 hours to answer a consumption request; a
