@@ -45,7 +45,7 @@ doc = {
                                        "environment": {"type": ["string", "null"]},
                                        "rows": {"type": "array", "items": {"type": "object", "required": ["day", "environment", "productId"],
                                                 "description": "metrics: activeSubscriptions, activeTrials, mrrMilli (per currency), newSubscriptions, trialsEnded, trialsConverted, trialConversionRate, churnedVoluntary, churnedBilling, refunds, charges, refundRate; reconcile: the columns of `storeledger report reconcile`"}}}},
-      "NotificationV2": {"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "minLength": 5, "maxLength": 900000, "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}}},
+      "NotificationV2": {"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "minLength": 5, "maxLength": 262000, "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}}},
       "NotificationV1": {"type": "object", "required": ["notification_type", "password"], "properties": {"notification_type": {"type": "string", "maxLength": 64, "pattern": "^[A-Z_]{1,64}$"}, "password": {"type": "string", "pattern": "^[!-~]{1,128}$", "description": "The app's shared secret: checked at the edge and removed before the body is stored."}, "environment": {"type": "string", "enum": ["PROD", "Sandbox"]}}},
       "SignRequest": {"oneOf": [
           {"type": "object", "title": "Promotional offer", "required": ["user_id", "product_id"], "properties": {

@@ -217,7 +217,7 @@ public final class IngestService: Sendable {
     /// before they are written anywhere.
     private func acceptNotification(_ request: HTTPRequest, _ responder: HTTPResponder) {
         if EdgeChecks.isPlainV2Notification(request.body) {
-            write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
+            writeV2(request, responder)
             return
         }
         // Apple's V1 bodies are plain JSON: read in one pass; anything else takes the full checks.
@@ -232,7 +232,7 @@ public final class IngestService: Sendable {
                 return
             case .success(let object):
                 if object["signedPayload"] != nil {
-                    write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
+                    writeV2(request, responder)
                     return
                 }
                 (password, withoutPassword) = (object["password"] as? String, nil)
@@ -254,6 +254,18 @@ public final class IngestService: Sendable {
         let verified = security.v1SharedSecrets.isEmpty ? [] : [KafkaHeader(name: RecordHeader.v1SecretVerified, value: Array("true".utf8))]
         write(request, body: stripped, extraHeaders: verified, topic: Topic.notificationsRaw, source: .appStoreNotification,
               route: "notification", responder)
+    }
+
+    /// A V2 body as it arrived (decode verifies its signature). Apple's are tens of kilobytes (three
+    /// JWS with their certificate chains); anything far larger on this unauthenticated route is not
+    /// Apple's and would only fill the raw topic and the dead letters.
+    private func writeV2(_ request: HTTPRequest, _ responder: HTTPResponder) {
+        guard request.body.count <= EdgeChecks.maxV2NotificationBytes else {
+            count("notification", 413)
+            responder.respond(.error(status: 413, reason: "a V2 notification is at most \(EdgeChecks.maxV2NotificationBytes) bytes"))
+            return
+        }
+        write(request, body: request.body, topic: Topic.notificationsRaw, source: .appStoreNotification, route: "notification", responder)
     }
 
     /// An app's receipt upload: `{"user_id": ..., "receipt_data": base64, ...}`. Client fields such as
@@ -409,6 +421,9 @@ enum EdgeChecks {
     }
 
     /// `{"user_id", "receipt_data", ...}`; other client fields may be missing (R7) and are not read.
+    /// Apple's V2 notifications are ~10–30 KB; this leaves room for years of growth.
+    static let maxV2NotificationBytes = 256 * 1024
+
     static func receiptUpload(_ object: [String: Any]) -> Result<[String: Any], Refusal> {
         guard let user = object["user_id"] as? String, !user.isEmpty else {
             return .failure(Refusal(reason: object["user_id"] == nil || object["user_id"] as? String == ""

@@ -190,6 +190,16 @@ final class EdgeSecurityTests: XCTestCase {
         expect(400, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Prod"), "an unknown environment")
     }
 
+    /// Apple's endpoint takes no credential, so what it writes is bounded by what Apple sends: a V2
+    /// body far beyond any notification is refused before it reaches the raw topic.
+    func testAnOversizedV2BodyIsRefusedAtTheEdge() throws {
+        _ = try running()
+        let junk = Data(#"{"signedPayload":"\#(String(repeating: "A", count: 300_000)).e30.c2ln"}"#.utf8)
+        expect(413, try HTTP.post("\(ingest)/v1/notifications/appstore", body: junk, authorization: nil), "300 KB of V2", apple: true)
+        let plausible = Data(#"{"signedPayload":"\#(String(repeating: "A", count: 40_000)).e30.c2ln"}"#.utf8)
+        expect(200, try HTTP.post("\(ingest)/v1/notifications/appstore", body: plausible, authorization: nil), "40 KB of V2 (decode judges it)")
+    }
+
     func testRateLimitAnswers429WithRetryAfterButNeverLimitsApple() throws {
         _ = try running()
         let token = TestCredentials.bearer(TestCredentials.userToken(user("eager")))
