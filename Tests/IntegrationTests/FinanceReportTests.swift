@@ -46,6 +46,13 @@ final class FinanceReportTests: XCTestCase {
         XCTAssertEqual(try storeledger(["report", "metrics", "--from", from, "--to", to, "--format", "json",
                                         "--environment", environment.uppercased(), "--database-url", sim.cluster.databaseURL]), named)
         XCTAssertFalse(named.isEmpty)
+        // A report starting later says the same of the days both cover: a resubscription is no new
+        // subscription and a lapse before one is no churn, wherever the report starts.
+        let laterFrom = utcDay(population.startMs + Int64(max(1, population.days / 2)) * 86_400_000)
+        let later = try storeledger(["report", "metrics", "--from", laterFrom, "--to", to, "--format", "json",
+                                     "--database-url", sim.cluster.databaseURL])
+            .split(separator: "\n").map { try decoder.decode(MetricsRow.self, from: Data($0.utf8)) }
+        XCTAssertEqual(later, metrics.filter { $0.day >= laterFrom })
         let csv = try storeledger(["report", "reconcile", "--from", from, "--to", to, "--database-url", sim.cluster.databaseURL])
         XCTAssertEqual(csv.split(separator: "\n").first.map(String.init), ReconcileRow.csvHeader)
         XCTAssertEqual(csv.split(separator: "\n").count, reconciled.count + 1)

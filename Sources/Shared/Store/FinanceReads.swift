@@ -7,17 +7,25 @@ public struct FinanceReads {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }
 
-    /// Purchases made, or cut, within `[fromMs, toMs)`; with `activeSince`, also those granted past it (metrics).
-    public func transactions(fromMs: Int64, toMs: Int64) throws -> [FinanceTransaction] {
-        try db.query("""
+    /// Purchases made, cut or granted within `[fromMs, toMs)`. `wholeHistories`: every purchase of
+    /// the subscriptions that have one there, whenever made (metrics: whether a purchase is a
+    /// subscription's first, or its last before a lapse, must not depend on where a report starts).
+    public func transactions(fromMs: Int64, toMs: Int64, wholeHistories: Bool = false) throws -> [FinanceTransaction] {
+        let counted: SQL = "purchase_ms IS NOT NULL AND cut_kind IS DISTINCT FROM \(Cut.Kind.correction.rawValue)"  // taken back by a replay: no purchase
+        let touching: SQL = """
+            ((purchase_ms >= \(fromMs) AND purchase_ms < \(toMs)) OR (cancellation_ms >= \(fromMs) AND cancellation_ms < \(toMs))
+             OR (granted_end_ms > \(fromMs) AND granted_start_ms < \(toMs)) OR (expires_ms > \(fromMs) AND purchase_ms < \(toMs)))
+            """
+        let selected: SQL = wholeHistories
+            ? "subscription_key IN (SELECT subscription_key FROM finance_transactions WHERE \(fragment: counted) AND \(fragment: touching))"
+            : touching
+        return try db.query("""
             SELECT subscription_key, purchase_id, product_id, coalesce(product_kind, 'unknown') AS product_kind, group_id, environment,
                    purchase_ms, expires_ms, cancellation_ms, cut_kind, is_trial, is_intro, promotional_offer_id, offer_code_ref_name,
                    offer_type, offer_identifier, offer_discount_type, price_milli, currency, is_renewal, duration_days,
                    granted_start_ms, granted_end_ms
             FROM finance_transactions
-            WHERE purchase_ms IS NOT NULL AND cut_kind IS DISTINCT FROM \(Cut.Kind.correction.rawValue)   -- taken back by a replay: no purchase
-              AND ((purchase_ms >= \(fromMs) AND purchase_ms < \(toMs)) OR (cancellation_ms >= \(fromMs) AND cancellation_ms < \(toMs))
-                   OR (granted_end_ms > \(fromMs) AND granted_start_ms < \(toMs)) OR (expires_ms > \(fromMs) AND purchase_ms < \(toMs)))
+            WHERE \(fragment: counted) AND \(fragment: selected)
             ORDER BY subscription_key, purchase_ms, purchase_id
             """).map { row in
             FinanceTransaction(
