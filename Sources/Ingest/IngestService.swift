@@ -155,9 +155,7 @@ public final class IngestService: Sendable {
             offers.sign(request, principal: principal, responder)
         case .subscription(let key):
             if let environment = request.queryValue("environment"), !MembershipReads.environments.contains(environment) {
-                count(route.metricName, 400)
-                responder.respond(.error(status: 400, reason: "environment must be one of \(MembershipReads.environments.joined(separator: ", "))"))
-                return
+                return answer(route, responder, .error(status: 400, reason: "environment must be one of \(MembershipReads.environments.joined(separator: ", "))"))
             }
             read(route, responder) { try $0.subscription(key, environment: request.queryValue("environment"), readableBy: principal) }
         case .userMembership(let user):

@@ -38,12 +38,6 @@ final class AddressLimit: Sendable {
         }
     }
 
-    /// Connections counted for the address now (tests and diagnostics).
-    func count(_ address: UnsafePointer<sockaddr>) -> Int {
-        guard let key = Self.key(address) else { return 0 }
-        return open.withLock { $0[key, default: 0] }
-    }
-
     /// nil for the exempt host addresses (127.0.0.1, ::1, ::ffff:127.0.0.1) and unknown families.
     static func key(_ address: UnsafePointer<sockaddr>) -> Key? {
         switch Int32(address.pointee.sa_family) {
