@@ -171,7 +171,7 @@ final class EdgeSecurityTests: XCTestCase {
     /// Sandbox subscription is found by it when Production has none; `environment` picks one.
     func testASandboxSubscriptionIsReadByItsOriginalTransactionId() throws {
         _ = try running()
-        let otid = "8\(Self.run)01"
+        let otid = "9\(Self.run)01"
         var body = V1Notification.body(originalTransactionId: otid)
         body["environment"] = "Sandbox"
         var unified = try XCTUnwrap(body["unified_receipt"] as? [String: Any])
