@@ -225,10 +225,8 @@ extension MembershipBook {
     private mutating func applyGrace(_ grace: GracePeriodGrant, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let state = subscriptions[key]!
-        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable && !$0.isTakenBack }
-        let group = grace.group ?? grace.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
-            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
-        let from = grace.fromMs ?? renewables.filter { $0.group == group }.compactMap(\.endMs).max()
+        let group = state.graceGroup(grace.group, productId: grace.productId)
+        let from = grace.fromMs ?? state.renewables.filter { $0.group == group }.compactMap(\.endMs).max()
         guard let group, let from, grace.untilMs > from else {
             return recordOnce(command.commandId, command, group: group, purchase: nil, product: grace.productId,
                               reason: "\(command.reason); no period to extend, nothing granted")
@@ -243,11 +241,7 @@ extension MembershipBook {
     /// there (Target). Kept as a set of instants, so the order of grace grants and ends does not matter.
     private mutating func applyGraceEnd(_ end: GraceEnd, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
-        let state = subscriptions[key]!
-        let renewables = state.grants.values.filter { $0.productKind == .autoRenewable && !$0.isTakenBack }
-        let group = end.group ?? end.productId.flatMap { product in renewables.first { $0.productId == product }?.group }
-            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
-        guard let group else { return [] }
+        guard let group = subscriptions[key]!.graceGroup(end.group, productId: end.productId) else { return [] }
         let instants = Set((subscriptions[key]!.graceEnds[group] ?? []) + [end.atMs])
         subscriptions[key]!.graceEnds[group] = instants.sorted()
         return reconcile(group: group, subscription: key, command, leading: nil)
@@ -371,6 +365,18 @@ extension MembershipBook {
 extension SubscriptionState {
     /// Every user with a claim on this subscription (R17): any of them may own it after the next claim.
     public var claimants: Set<String> { Set(claims.keys.compactMap { claimParts($0)?.user }) }
+
+    /// The purchases that renew: auto-renewable ones, less those a replay took back (none of their
+    /// own, they replace no period).
+    var renewables: [PurchaseGrant] { grants.values.filter { $0.productKind == .autoRenewable && !$0.isTakenBack } }
+
+    /// The group a grace-period fact is about: as Apple named it, else its product's, else the
+    /// latest renewing purchase's.
+    func graceGroup(_ group: String?, productId: String?) -> String? {
+        let renewables = self.renewables
+        return group ?? productId.flatMap { product in renewables.first { $0.productId == product }?.group }
+            ?? renewables.max { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }?.group
+    }
 }
 
 /// A claim's key, `via|user`, in its parts.
@@ -408,8 +414,7 @@ struct TargetFacts {
         grants = state.grants
         graces = state.graces
         graceEnds = state.graceEnds
-        // A purchase a replay took back is none of its own: it replaces no period.
-        renewables = state.grants.values.filter { $0.productKind == .autoRenewable && $0.group == group && !$0.isTakenBack }
+        renewables = state.renewables.filter { $0.group == group }
             .sorted { ($0.startMs, $0.purchaseId) < ($1.startMs, $1.purchaseId) }
     }
 }
