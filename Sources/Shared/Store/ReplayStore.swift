@@ -52,15 +52,13 @@ public struct ReplayStore {
             """)
     }
 
-    /// Of these subscriptions, the ones stored as owned by one of `users` (`subscription:<key>` names one
-    /// without an owner).
+    /// Of these subscriptions, the ones stored as owned by one of `users`.
     public func owned(by users: Set<String>, among keys: [String]) throws -> Set<String> {
         let rows = try db.query("SELECT subscription_key, user_id FROM subscriptions WHERE subscription_key = ANY(\(keys))")
         var owned: Set<String> = []
         for row in rows {
-            let key = try row.string("subscription_key")
             let user: String? = try row.decode("user_id")
-            if users.contains(user ?? "subscription:\(key)") { owned.insert(key) }
+            if let user, users.contains(user) { owned.insert(try row.string("subscription_key")) }
         }
         return owned
     }

@@ -202,6 +202,7 @@ public struct ReplayEngine {
             // Only the named users' subscriptions are rebuilt: dedupe's memory of the others must stay
             // as their ledger (left alone) was computed, or the two would disagree.
             let owned = try ReplayStore(db).owned(by: users, among: keysInRange.sorted())
+            // `subscription:<key>` names a subscription itself, owned or not.
             keysInRange = keysInRange.filter { owned.contains($0) || users.contains("subscription:\($0)") }
             records.removeAll { record in record.key.map { !keysInRange.contains(String(decoding: $0, as: UTF8.self)) } ?? true }
         }
