@@ -154,8 +154,8 @@ public final class IngestService: Sendable {
         case .offerSignature:
             offers.sign(request, principal: principal, responder)
         case .subscription(let key):
-            if let environment = request.queryValue("environment"), !MembershipReads.environments.contains(environment) {
-                return answer(route, responder, .error(status: 400, reason: "environment must be one of \(MembershipReads.environments.joined(separator: ", "))"))
+            if let environment = request.queryValue("environment"), !SubscriptionKey.environments.contains(environment) {
+                return answer(route, responder, .error(status: 400, reason: "environment must be one of \(SubscriptionKey.environments.joined(separator: ", "))"))
             }
             read(route, responder) { try $0.subscription(key, environment: request.queryValue("environment"), readableBy: principal) }
         case .userMembership(let user):

@@ -43,9 +43,6 @@ struct MembershipReads: Sendable {
 
     private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    /// Where a bare `original_transaction_id` is looked for, in order.
-    static let environments = SubscriptionKey.environments
-
     /// A user token reads only a subscription linked to its user; for it an unknown key and someone
     /// else's look the same (403), so it cannot probe which subscriptions exist.
     ///
@@ -63,7 +60,7 @@ struct MembershipReads: Sendable {
                 key = SubscriptionKey.make(originalTransactionId: requested, environment: environment)
                 state = try queries.subscription(key)
             } else {
-                for candidate in Self.environments {
+                for candidate in SubscriptionKey.environments {
                     key = SubscriptionKey.make(originalTransactionId: requested, environment: candidate)
                     state = try queries.subscription(key)
                     if state != nil { break }

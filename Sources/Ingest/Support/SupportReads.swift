@@ -7,10 +7,8 @@ import Store
 /// what a searched id names (a user, a transaction, an original transaction).
 public struct SupportReads: Sendable {
     let pool: PGPool
-    /// A page shows at most this many ledger lines (the oldest); the page says when it stopped.
+    /// A page shows at most this many ledger lines (the newest); the page says when it stopped.
     static let maxLedgerLines = 5_000
-    /// Apple's environments (R18): an original transaction id names one subscription in each.
-    static let environments = SubscriptionKey.environments
 
     init(pool: PGPool) { self.pool = pool }
 
@@ -45,7 +43,7 @@ public struct SupportReads: Sendable {
             matches += try queries.subscriptions(transaction: query).map {
                 SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey, how: "transaction id, subscription \($0.subscriptionKey)")
             }
-            let keys = Self.environments.map { SubscriptionKey.make(originalTransactionId: query, environment: $0) }
+            let keys = SubscriptionKey.environments.map { SubscriptionKey.make(originalTransactionId: query, environment: $0) }
             matches += try queries.subscriptions(keys: keys).map {
                 SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey,
                                         how: "original transaction id, subscription \($0.subscriptionKey)")
