@@ -6,29 +6,32 @@ import Foundation
 /// conninfo string's `password=secret` / `password='se cret'`.
 public enum DatabaseURL {
     public static func redacted(_ url: String) -> String {
-        if let scheme = url.range(of: "://"), url.hasPrefix("postgres") {
+        if isURI(url) {
             var text = url
-            let rest = text[scheme.upperBound...]
-            let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
-            if let at = rest[..<authorityEnd].lastIndex(of: "@"),
-               let colon = rest[..<at].firstIndex(of: ":") {
-                text.replaceSubrange(text.index(after: colon)..<at, with: "***")
-            }
+            if let password = authorityPassword(url) { text.replaceSubrange(password, with: "***") }
             return redactingQueryPassword(text)
         }
         return redactingKeywordPassword(url)
+    }
+
+    private static func isURI(_ url: String) -> Bool { url.hasPrefix("postgres") && url.contains("://") }
+
+    /// Where the password of a URI's `user:password@` lies (hosts may be several, which
+    /// `URLComponents` cannot read).
+    private static func authorityPassword(_ url: String) -> Range<String.Index>? {
+        guard let scheme = url.range(of: "://") else { return nil }
+        let rest = url[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") else { return nil }
+        return url.index(after: colon)..<at
     }
 
     /// `message` (libpq's complaint about `url`, which may quote it: "invalid percent-encoded token:
     /// "se%zzret"") with the password in every spelling the URL holds replaced by `***`.
     public static func scrubbing(_ message: String, of url: String) -> String {
         var spellings: Set<String> = []
-        if let scheme = url.range(of: "://"), url.hasPrefix("postgres") {
-            let rest = url[scheme.upperBound...]
-            let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
-            if let at = rest[..<authorityEnd].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
-                spellings.insert(String(rest[rest.index(after: colon)..<at]))
-            }
+        if isURI(url) {
+            if let password = authorityPassword(url) { spellings.insert(String(url[password])) }
             if let query = url.firstIndex(of: "?") {
                 for pair in url[url.index(after: query)...].split(separator: "&") where pair.lowercased().hasPrefix("password=") {
                     spellings.insert(String(pair.dropFirst("password=".count)))
