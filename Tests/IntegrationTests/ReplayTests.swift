@@ -15,15 +15,27 @@ import XCTest
 /// over the whole history afterwards writes nothing and leaves the projections byte-identical. A
 /// replay while a stage's workers run is refused.
 final class ReplayTests: XCTestCase {
+    /// A cluster whose stages run `rules` wrong (the bug a replay then fixes), beside the
+    /// verifyReceipt stub, and the environment its processes got; the caller stops both.
+    private static func startCluster(wrongRules rules: String) throws -> (ScenarioVerifyReceiptStub, Cluster, [String: String]) {
+        let stub = try ScenarioVerifyReceiptStub()
+        let cluster = try Cluster()
+        do {
+            var environment = try ScenarioBodies.clusterEnvironment(verifyReceiptURL: stub.url)
+            environment["STORELEDGER_TEST_WRONG_RULE"] = rules
+            try cluster.start(extraEnvironment: environment)
+            return (stub, cluster, environment)
+        } catch {
+            cluster.stop()
+            stub.stop()
+            throw error
+        }
+    }
+
     func testReplayAfterRuleFixesCorrectsExactlyTheAffectedOwnersAndReplayingAgainWritesNothing() throws {
         let signer = try ScenarioBodies.V2Signer.load()
-        let stub = try ScenarioVerifyReceiptStub()
-        defer { stub.stop() }
-        let cluster = try Cluster()
-        defer { cluster.stop() }
-        var environment = try ScenarioBodies.clusterEnvironment(verifyReceiptURL: stub.url)
-        environment["STORELEDGER_TEST_WRONG_RULE"] = "crossgrade-as-new-period,trust-transaction-id"
-        try cluster.start(extraEnvironment: environment)
+        let (stub, cluster, environment) = try Self.startCluster(wrongRules: "crossgrade-as-new-period,trust-transaction-id")
+        defer { cluster.stop(); stub.stop() }
         let db = try cluster.database()
         defer { db.close() }
 
@@ -115,13 +127,8 @@ final class ReplayTests: XCTestCase {
     /// `--users` at the dedupe stage rebuilds those owners' dedupe memory only: another owner's split
     /// purchase stays split in memory as in their ledger, until a replay names them.
     func testAUsersReplayOfDedupeRebuildsOnlyThoseUsersMemory() throws {
-        let stub = try ScenarioVerifyReceiptStub()
-        defer { stub.stop() }
-        let cluster = try Cluster()
-        defer { cluster.stop() }
-        var environment = try ScenarioBodies.clusterEnvironment(verifyReceiptURL: stub.url)
-        environment["STORELEDGER_TEST_WRONG_RULE"] = "trust-transaction-id"
-        try cluster.start(extraEnvironment: environment)
+        let (stub, cluster, environment) = try Self.startCluster(wrongRules: "trust-transaction-id")
+        defer { cluster.stop(); stub.stop() }
         let db = try cluster.database()
         defer { db.close() }
         let p = "rpu"
