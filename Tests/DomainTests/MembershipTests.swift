@@ -95,6 +95,8 @@ final class MembershipTests: XCTestCase {
         XCTAssertEqual(step.entries.kinds, [.record])
         XCTAssertEqual(step.entries[0].before, step.entries[0].after)
         XCTAssertEqual(step.entries[0].cutKind, .refund)
+        XCTAssertEqual(step.entries[0].interval, interval(t0 + month + 5 * day, t0 + month + 5 * day),
+                       "the cancellation's instant, an empty interval, so support can place the evidence")
         XCTAssertTrue(step.entries[0].reason.contains("nothing deducted (R11)"), step.entries[0].reason)
         XCTAssertEqual(t.entitlement("s6"), [interval(t0, t0 + 2 * month)])
         // Delivered again: no second record.

@@ -224,6 +224,7 @@ final class ScenarioTests: XCTestCase {
         let record = view.ledger[2]
         XCTAssertEqual(record.before, record.after, "nothing deducted")
         XCTAssertEqual(record.cutKind, "refund")
+        XCTAssertEqual(record.interval, interval(refundAt, refundAt), "the refund's instant, for support's timeline")
         XCTAssertEqual(record.purchaseId, view.ledger[0].purchaseId)
         XCTAssertEqual(record.cause.notificationType, "CANCEL")
         XCTAssertTrue(record.reason.contains("nothing deducted (R11)"), record.reason)

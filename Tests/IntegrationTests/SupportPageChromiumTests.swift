@@ -4,8 +4,9 @@ import XCTest
 
 /// Contract: the support page (`GET /support/users/{id}`) served by the real ingest process, for
 /// users whose scenarios ran through the real system (broker, four stage workers, PostgreSQL):
-/// S3 (vipA → vipB crossgrade right after buying, V1 CANCEL with auto_renew_status true) and S5
-/// (refund by Apple support mid-period, V1 CANCEL with cancellation_reason 0). Headless Chromium
+/// S3 (vipA → vipB crossgrade right after buying, V1 CANCEL with auto_renew_status true), S5
+/// (refund by Apple support mid-period, V1 CANCEL with cancellation_reason 0) and S6 (a refund after the
+/// period ended, recorded at its instant). Headless Chromium
 /// (Debian `chromium`) loads each page as a browser would; the rendered DOM must show the user's
 /// granted intervals and the cut at its instant with its cause, escape a hostile user id, follow
 /// the evidence link to the raw record with the V1 password redacted, and resolve a search by
@@ -131,6 +132,28 @@ final class SupportPageChromiumTests: XCTestCase {
         XCTAssertTrue(text.contains("✂ cut at \(iso(switchAt)) (crossgrade): removed [\(iso(switchAt)), \(iso(t0 + month))); "
                                     + "V1 notification · CANCEL · transaction \(a.id) · Sandbox"), text)
         XCTAssertTrue(text.contains("█ granted [\(iso(t0)), \(iso(switchAt + month)))"), text)
+    }
+
+    /// S6 (R11): a refund after the period ended cuts nothing; the page marks it at its instant.
+    func testS6RefundAfterThePeriodIsMarkedAtItsInstantAndCutsNothing() throws {
+        let (world, chromium) = try running()
+        let otid = "8\(Self.run)06"
+        let user = "support-s6-\(Self.run)"
+        let a = Tx.period("\(otid)0", otid: otid, start: t0, token: user)
+        let renewal = Tx.period("\(otid)1", otid: otid, start: t0 + month, token: user)
+        try world.notify(ScenarioBodies.v1("DID_RENEW", otid: otid, [a, renewal]))
+        try world.subscription(otid) { $0.grants.count == 2 && $0.userId == user }
+        let refundAt = t0 + month + 5 * day
+        try world.notify(ScenarioBodies.v1("CANCEL", otid: otid, [a.cancelled(at: refundAt, reason: "1"), renewal]))
+        try world.subscription(otid) { $0.kinds.contains("record") }
+
+        let dom = try chromium.dumpDOM(page(world, user))
+        XCTAssertTrue(dom.contains(#"<g class="record" data-at="\#(iso(refundAt))" data-kind="refund">"#), dom)
+        XCTAssertTrue(dom.contains("○ refund at \(iso(refundAt)): recorded, nothing deducted"), dom)
+        XCTAssertTrue(dom.contains(#"data-start="\#(iso(t0))" data-end="\#(iso(t0 + 2 * month))""#), "nothing deducted")
+        XCTAssertFalse(dom.contains(#"<g class="cut""#), "no cut drawn")
+        let text = try Self.userShow(user, databaseURL: world.cluster.databaseURL)
+        XCTAssertTrue(text.contains("o refund at \(iso(refundAt)): recorded, nothing deducted"), text)
     }
 
     /// Without a browser: what the routes answer to what a stranger may send.

@@ -30,6 +30,15 @@ final class MembershipTimelineTests: XCTestCase {
                                                                    change: "crossgrade"))
     }
 
+    func testS6RefundAfterThePeriodIsARecordMarkAtItsInstantAndCutsNothing() throws {
+        let lane = try XCTUnwrap(F.s6().lanes.first)
+        XCTAssertEqual(lane.granted, [F.interval(F.t0, F.t0 + 2 * F.month)], "nothing deducted")
+        XCTAssertEqual(lane.cuts, [])
+        XCTAssertEqual(lane.records.map(\.atMs), [F.t0 + F.month + 5 * F.day])
+        XCTAssertEqual(lane.records.map(\.entryId), [3])
+        XCTAssertTrue(lane.records.first?.reason.contains("nothing deducted (R11)") == true)
+    }
+
     func testGraceIsShadedFromItsLedgerGrantAndBillingRetryReachesTheWindowEdge() throws {
         let timeline = F.graceThenRetry()
         let lane = try XCTUnwrap(timeline.lanes.first)

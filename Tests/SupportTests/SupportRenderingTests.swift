@@ -46,6 +46,12 @@ final class SupportRenderingTests: XCTestCase {
         XCTAssertTrue(svg.contains(##"href="#entry-2""##), "the cut links to its ledger line")
         let s3 = SupportPage.timelineSVG(F.s3()).markup
         XCTAssertTrue(s3.contains(#"data-product="vip.standard.3m""#) && s3.contains("renews as vip.standard.3m (crossgrade)"), s3)
+        let s6 = SupportPage.timelineSVG(F.s6()).markup
+        XCTAssertTrue(s6.contains(##"<g class="record" data-at="2024-04-05T00:00:00Z" data-kind="refund"><a href="#entry-3">"##), s6)
+        XCTAssertTrue(s6.contains("○ refund at 2024-04-05T00:00:00Z: recorded, nothing deducted"), s6)
+        XCTAssertFalse(s6.contains(#"class="cut""#), "a refund after the period cuts nothing")
+        XCTAssertTrue(TerminalTimeline.render(F.s6(), width: 60)
+            .contains("o refund at 2024-04-05T00:00:00Z: recorded, nothing deducted [entry 3]"))
         let retry = SupportPage.timelineSVG(F.graceThenRetry()).markup
         XCTAssertTrue(retry.contains(#"class="grace""#) && retry.contains(#"class="billing-retry""#), retry)
     }

@@ -65,6 +65,24 @@ enum TimelineFixtures {
         return MembershipTimeline(userId: "u-3", memberships: [membership], ledger: ledger, nowMs: now)
     }
 
+    /// S6: bought, renewed, then refunded five days after the first period ended (R11): the refund is
+    /// recorded at its instant (an empty interval) and deducts nothing.
+    static func s6() -> MembershipTimeline {
+        let refundAt = t0 + month + 5 * day, granted = [interval(t0, t0 + 2 * month)]
+        let ledger = [
+            line(1, .grant, user: "u-6", interval: interval(t0, t0 + month), before: [], after: [interval(t0, t0 + month)],
+                 reason: "granted A", cause: cause("INITIAL_BUY", transaction: "tx-60")),
+            line(2, .grant, user: "u-6", purchase: "p-2", interval: interval(t0 + month, t0 + 2 * month), before: [interval(t0, t0 + month)],
+                 after: granted, reason: "granted A2", cause: cause("DID_RENEW", transaction: "tx-61")),
+            line(3, .record, user: "u-6", interval: interval(refundAt, refundAt), before: granted, after: granted, cutKind: "refund",
+                 reason: "R3 c: refund; the cancellation is after the period ended: nothing deducted (R11)",
+                 cause: cause("CANCEL", transaction: "tx-60")),
+        ]
+        let membership = GroupMembership(group: "vip", intervals: granted, currentProduct: "vip.standard.1m",
+                                         autoRenewStatus: true, environments: ["Sandbox"])
+        return MembershipTimeline(userId: "u-6", memberships: [membership], ledger: ledger, nowMs: now)
+    }
+
     /// A renewal failed: Apple granted a grace period (a `grace|…` purchase), then billing retry.
     static func graceThenRetry() -> MembershipTimeline {
         let end = t0 + month, graceEnd = end + 6 * day

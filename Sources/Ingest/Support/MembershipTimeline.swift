@@ -31,6 +31,8 @@ public struct MembershipTimeline: Sendable {
     /// Evidence without a deduction (R11: a refund after the period ended), at its instant.
     struct RecordMark: Sendable, Equatable {
         var atMs: Int64
+        /// What was recorded (`refund`, ...: the Cut.Kind raw value), or `record` when the line carries none.
+        var kind: String
         var reason: String
         var entryId: Int64
     }
@@ -103,7 +105,7 @@ public struct MembershipTimeline: Sendable {
         }
         let records = ledger.compactMap { line -> RecordMark? in
             guard line.kind == LedgerEntry.Kind.record.rawValue, let at = line.interval?.startMs else { return nil }
-            return RecordMark(atMs: at, reason: line.reason, entryId: line.entryId)
+            return RecordMark(atMs: at, kind: line.cutKind ?? "record", reason: line.reason, entryId: line.entryId)
         }
         let granted = membership?.intervals ?? ledger.last(where: { $0.kind != LedgerEntry.Kind.record.rawValue })?.after ?? []
         var shades = graceWindows(ledger).map { Shade(kind: .grace, startMs: $0.startMs, endMs: $0.endMs ?? $0.startMs) }

@@ -163,9 +163,9 @@ enum SupportPage {
         let records = lane.records.map { record -> HTML in
             let rx = x(record.atMs)
             return """
-            <g class="record" data-at="\(TimeText.iso(record.atMs))"><a href="#entry-\(record.entryId)">\
+            <g class="record" data-at="\(TimeText.iso(record.atMs))" data-kind="\(record.kind)"><a href="#entry-\(record.entryId)">\
             <circle cx="\(rx)" cy="\(barY + Layout.barHeight / 2)" r="5" fill="#fff" stroke="#999" stroke-width="2"/>\
-            \(note(at: rx, "○ recorded at \(TimeText.iso(record.atMs)), nothing deducted", color: "#646970"))\
+            \(note(at: rx, "○ \(record.kind) at \(TimeText.iso(record.atMs)): recorded, nothing deducted", color: "#646970"))\
             <title>\(record.reason)</title></a></g>
             """
         }

@@ -31,7 +31,7 @@ public enum TerminalTimeline {
                 lines.append(indent + "\(cut) cut at \(TimeText.iso(mark.atMs)) (\(safe(mark.kind))): removed \(MembershipTimeline.text(mark.removed)); \(safe(mark.cause)) [entry \(mark.entryId)]")
             }
             for record in lane.records {
-                lines.append(indent + "o recorded at \(TimeText.iso(record.atMs)), nothing deducted [entry \(record.entryId)]")
+                lines.append(indent + "o \(safe(record.kind)) at \(TimeText.iso(record.atMs)): recorded, nothing deducted [entry \(record.entryId)]")
             }
             if let change = lane.pending {
                 lines.append(indent + "> at the renewal \(TimeText.iso(change.atMs)): renews as \(safe(change.product))\(change.change.map { " (\(safe($0)))" } ?? "")")

@@ -144,7 +144,7 @@ extension MembershipBook {
                 ? "the cancellation at \(TimeText.iso(cut.atMs)) is after the period ended at \(TimeText.iso(grant.endMs!)): nothing deducted (R11)"
                 : "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
             entries += recordOnce("cut:\(grant.purchaseId):\(cut.atMs)", command, group: grant.group, purchase: grant.purchaseId,
-                                  product: grant.productId, cutKind: cut.kind, reason: "\(command.reason); \(text)")
+                                  product: grant.productId, at: cut.atMs, cutKind: cut.kind, reason: "\(command.reason); \(text)")
         }
         return entries
     }
@@ -336,15 +336,17 @@ extension MembershipBook {
 
     // MARK: entries
 
+    /// - Parameter at: the instant the recorded fact is about (a cancellation's), kept as the entry's
+    ///   empty interval `[at, at)` so support can place the evidence on the timeline (R4, R11).
     private mutating func recordOnce(_ recordKey: String, _ command: MembershipCommand, group: String? = nil,
-                                     purchase: String? = nil, product: String? = nil, cutKind: Cut.Kind? = nil,
+                                     purchase: String? = nil, product: String? = nil, at: Int64? = nil, cutKind: Cut.Kind? = nil,
                                      reason: String) -> [LedgerEntry] {
         let key = command.subscriptionKey
         guard subscriptions[key]!.recordedCommands.insert(recordKey).inserted else { return [] }
         let owner = subscriptions[key]!.userId
         let current = group.map { entitlement(owner: owner, subscription: key, group: $0) } ?? []
-        return [entry(.record, command, owner: owner, purchase: purchase, product: product, group: group, before: current,
-                      cutKind: cutKind, reason: reason)]
+        return [entry(.record, command, owner: owner, purchase: purchase, product: product, group: group,
+                      interval: at.map { Interval(startMs: $0, endMs: $0) }, before: current, cutKind: cutKind, reason: reason)]
     }
 
     /// Builds an entry after the state change it describes: `after` (and the balance) is read now.
