@@ -100,7 +100,8 @@ struct OfferCommand: CLICommand {
         let user = try required(arguments, "user")
         guard let catalogPath = Environment.value(arguments, option: "catalog", setting: .catalog),
               let data = FileManager.default.contents(atPath: catalogPath) else { throw UsageError("a readable --catalog (or \(Setting.catalog)) is required") }
-        let catalog = try JSONDecoder().decode(Catalog.self, from: data)
+        let catalog: Catalog
+        do { catalog = try Catalog.load(json: [UInt8](data), source: catalogPath) } catch { throw UsageError(error.description) }
         let states: [SubscriptionState]
         if let path = arguments.value("states") {
             guard let file = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read --states \(path)") }

@@ -34,24 +34,62 @@ public struct OfferPurchase: Sendable, Equatable {
     }
 }
 
+/// A billing grace period membership granted: the account holds the group through it.
+public struct OfferGrace: Sendable, Equatable {
+    public var subscriptionKey: String
+    public var group: String
+    public var entitled: Interval
+
+    public init(subscriptionKey: String, group: String, entitled: Interval) {
+        self.subscriptionKey = subscriptionKey
+        self.group = group
+        self.entitled = entitled
+    }
+}
+
 /// Everything the account bought, across all its subscriptions.
 public struct OfferHistory: Sendable, Equatable {
     public var purchases: [OfferPurchase]
+    public var graces: [OfferGrace]
 
-    public init(purchases: [OfferPurchase]) { self.purchases = purchases }
+    public init(purchases: [OfferPurchase], graces: [OfferGrace] = []) {
+        self.purchases = purchases
+        self.graces = graces
+    }
 
-    /// From membership's per-subscription state (table `subscriptions`, linked to the user).
+    /// From membership's per-subscription state (table `subscriptions`, linked to the user). What a
+    /// purchase entitles is what membership granted it (`granted`): cut by a refund, and by the upgrade
+    /// or crossgrade that replaced it, not only at Apple's own cancellation date. A purchase a replay
+    /// found to be none of its own counts nowhere (`isTakenBack`).
     public init(states: [SubscriptionState]) {
         purchases = states.flatMap { state in
-            state.grants.values.map { grant in
+            state.grants.filter { !$0.value.isTakenBack }.map { id, grant in
                 OfferPurchase(subscriptionKey: state.subscriptionKey, transactionId: grant.transactionId, productId: grant.productId,
-                              group: grant.group, startMs: grant.startMs, entitled: entitledInterval(of: grant), isTrial: grant.finance.isTrial,
+                              group: grant.group, startMs: grant.startMs, entitled: state.granted[id], isTrial: grant.finance.isTrial,
                               isIntro: grant.finance.isIntro, promotionalOfferId: grant.finance.promotionalOfferId)
             }
         }.sorted { ($0.subscriptionKey, $0.startMs, $0.transactionId) < ($1.subscriptionKey, $1.startMs, $1.transactionId) }
+        graces = states.flatMap { state in
+            state.graces.compactMap { id, grace in
+                state.granted[id].map { OfferGrace(subscriptionKey: state.subscriptionKey, group: grace.group, entitled: $0) }
+            }
+        }.sorted { ($0.subscriptionKey, $0.entitled.startMs) < ($1.subscriptionKey, $1.entitled.startMs) }
     }
 
     func inGroup(_ group: String) -> [OfferPurchase] { purchases.filter { $0.group == group } }
+
+    /// The purchases through which the account holds the group now: those whose granted interval
+    /// covers now and, in a billing grace period, the newest purchase of the subscription in grace.
+    func holding(_ group: String, at nowMs: Int64) -> [OfferPurchase] {
+        let purchases = inGroup(group)
+        var holding = purchases.filter { $0.isActive(at: nowMs) }
+        for grace in graces where grace.group == group && grace.entitled.contains(nowMs) {
+            guard let lapsing = purchases.filter({ $0.subscriptionKey == grace.subscriptionKey }).max(by: { $0.startMs < $1.startMs }),
+                  !holding.contains(lapsing) else { continue }
+            holding.append(lapsing)
+        }
+        return holding
+    }
 }
 
 /// Why a user may not have an offer. `code` is stable for clients; `message` is for people.
@@ -152,7 +190,8 @@ public struct OfferEligibility: Sendable {
         let product = catalog.product(offer.productId)
         let group = product?.group ?? offer.productId
         let purchases = history.inGroup(group)
-        let current = purchases.filter { $0.isActive(at: nowMs) }.max { $0.startMs < $1.startMs }
+        let holding = history.holding(group, at: nowMs)
+        let current = holding.max { $0.startMs < $1.startMs }
         let redemptions = redemptionCount(offer.id, history: history)
         func verdict(_ refusal: OfferRefusal?) -> OfferVerdict {
             OfferVerdict(offer: offer, redemptions: redemptions, refusal: refusal)
@@ -166,8 +205,10 @@ public struct OfferEligibility: Sendable {
         case .current:
             if current == nil { return verdict(.notSubscribed(group: group)) }
         case .currentLowerLevel:
-            guard let current else { return verdict(.notSubscribed(group: group)) }
-            let currentLevel = catalog.product(current.productId)?.level ?? Int.max
+            // The best level the account holds now, whichever Apple ID holds it.
+            func level(_ purchase: OfferPurchase) -> Int { catalog.product(purchase.productId)?.level ?? Int.max }
+            guard let current = holding.min(by: { level($0) < level($1) }) else { return verdict(.notSubscribed(group: group)) }
+            let currentLevel = level(current)
             let offerLevel = product?.level ?? Int.max
             // Level 1 is the highest service: "lower" means a larger number.
             if currentLevel <= offerLevel {

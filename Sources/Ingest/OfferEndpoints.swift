@@ -55,10 +55,9 @@ final class OfferEndpoints: Sendable {
             return
         }
         guard let data = FileManager.default.contents(atPath: path) else { throw OfferConfigurationError("cannot read catalog \(path)") }
+        // Validated as every worker loads it: a duplicate offer id or a limit of 0 would decide wrongly.
         let catalog: Catalog
-        do { catalog = try JSONDecoder().decode(Catalog.self, from: data) } catch {
-            throw OfferConfigurationError("catalog \(path) is not a valid catalog: \(error)")
-        }
+        do { catalog = try Catalog.load(json: [UInt8](data), source: path) } catch { throw OfferConfigurationError(error.description) }
         configured = Configured(eligibility: OfferEligibility(catalog: catalog), bundleId: settings.bundleId ?? catalog.bundleId,
                                 reader: OfferHistoryReader(pool: pool), client: try OfferSignClient(kafka: kafka))
         missing = ""
@@ -126,7 +125,8 @@ final class OfferEndpoints: Sendable {
         let ids = [("user_id", body.user_id), ("product_id", body.product_id), ("offer_id", body.offer_id),
                    ("application_username", body.application_username), ("transaction_id", body.transaction_id),
                    ("key_id", body.key_id), ("format", body.format), ("kind", body.kind)]
-        if let reason = ids.lazy.compactMap({ EdgeChecks.optionalIdentifier($0.1, $0.0) }).first {
+        // A field that is given must name something: an empty id is refused like a malformed one.
+        if let reason = ids.lazy.compactMap({ field, value in value.flatMap { EventBounds.identifier($0, field: field)?.reason } }).first {
             return answer(responder, "signature", .error(status: 400, reason: reason))
         }
         if let principal, !AccessPolicy.actsFor(principal, user: body.user_id) {

@@ -64,13 +64,22 @@ final class OfferCommandTests: XCTestCase {
     }
 
     /// Runs `offer eligibility` for user "u" on these purchases and returns the vip group's answer.
-    private func eligibility(_ grants: [(String, PurchaseGrant)]) throws -> [String: Any] {
+    /// Membership's granted interval of a purchase is Apple's own unless `granted` says otherwise
+    /// (by purchase id; nil: nothing granted); `graces` are billing grace periods granted per subscription.
+    private func eligibility(_ grants: [(String, PurchaseGrant)], granted: [String: Interval?] = [:],
+                             graces: [(String, Interval)] = []) throws -> [String: Any] {
         var states: [String: SubscriptionState] = [:]
         for (key, grant) in grants {
             var state = states[key] ?? SubscriptionState(subscriptionKey: key, userId: "u")
             state.grants[grant.purchaseId] = grant
-            if let interval = entitledInterval(of: grant) { state.granted[grant.purchaseId] = interval }
+            state.granted[grant.purchaseId] = granted[grant.purchaseId] ?? entitledInterval(of: grant)
             states[key] = state
+        }
+        for (key, interval) in graces {
+            let id = "grace|\(interval.startMs)"
+            states[key]?.graces[id] = SubscriptionState.GraceRecord(group: "vip", productId: nil, startMs: interval.startMs,
+                                                                   endMs: interval.endMs ?? interval.startMs)
+            states[key]?.granted[id] = interval
         }
         let directory = FileManager.default.temporaryDirectory
         let statesPath = directory.appendingPathComponent("offer-states-\(UUID().uuidString).json").path
@@ -134,6 +143,56 @@ final class OfferCommandTests: XCTestCase {
 
         let premium = try eligibility([grant("A", "a1", "vip.12m.premium", from: now - 10 * day, to: now + 355 * day)])
         XCTAssertEqual(offerCodes(premium)["upgrade"], "not_on_a_lower_level")
+    }
+
+    /// "Active" is what membership granted, not Apple's own period of the purchase.
+    func testActiveMeansWhatMembershipGrantedUpgradesGraceAndCorrections() throws {
+        // An upgrade replaced the yearly purchase 50 days ago; the monthly one that replaced it lapsed.
+        let upgraded = try eligibility([
+            grant("A", "a1", "vip.12m.premium", from: now - 60 * day, to: now + 305 * day),
+            grant("A", "a2", "vip.1m", from: now - 50 * day, to: now - 20 * day),
+        ], granted: ["p-a1": Interval(startMs: now - 60 * day, endMs: now - 50 * day)])
+        XCTAssertEqual(offerCodes(upgraded), ["winback": "eligible", "loyalty": "not_subscribed", "upgrade": "not_subscribed"])
+
+        // The period ended, but membership holds the group through a billing grace period.
+        let grace = try eligibility([grant("A", "a1", "vip.1m", from: now - 32 * day, to: now - 2 * day)],
+                                    graces: [("A", Interval(startMs: now - 2 * day, endMs: now + 14 * day))])
+        XCTAssertEqual(offerCodes(grace), ["winback": "still_subscribed", "loyalty": "eligible", "upgrade": "eligible"])
+
+        // A purchase a replay took back (no purchase of its own) counts nowhere.
+        var gone = grant("A", "a1", "vip.1m.intro", from: now - 100 * day, to: now - 70 * day, trial: true)
+        gone.1.cut = Cut(atMs: gone.1.startMs, kind: .correction)
+        let corrected = try eligibility([gone], granted: ["p-a1": Interval?.none])
+        XCTAssertEqual(introEligible(corrected), true)
+        XCTAssertEqual(offerCodes(corrected)["winback"], "not_a_previous_subscriber")
+    }
+
+    func testUpgradeOfferLooksAtTheBestLevelTheAccountHoldsOnAnyAppleID() throws {
+        // Premium (level 1) on Apple ID A; a newer monthly (level 2) on Apple ID B.
+        let answer = try eligibility([
+            grant("A", "a1", "vip.12m.premium", from: now - 100 * day, to: now + 265 * day),
+            grant("B", "b1", "vip.1m", from: now - 10 * day, to: now + 20 * day),
+        ])
+        XCTAssertEqual(offerCodes(answer)["upgrade"], "not_on_a_lower_level")
+    }
+
+    /// The catalog is validated as the workers validate it: an offer id listed twice would decide by
+    /// whichever came first.
+    func testACatalogListingAnOfferTwiceIsRefused() throws {
+        var catalog = OfferCluster.catalog
+        catalog.promotionalOffers.append(PromotionalOffer(id: "winback", productId: "vip.1m", audience: .current, priority: 1))
+        let directory = FileManager.default.temporaryDirectory
+        let catalogPath = directory.appendingPathComponent("offer-catalog-\(UUID().uuidString).json").path
+        let statesPath = directory.appendingPathComponent("offer-states-\(UUID().uuidString).json").path
+        defer {
+            try? FileManager.default.removeItem(atPath: statesPath)
+            try? FileManager.default.removeItem(atPath: catalogPath)
+        }
+        try JSONEncoder().encode(catalog).write(to: URL(fileURLWithPath: catalogPath))
+        try Data("[]".utf8).write(to: URL(fileURLWithPath: statesPath))
+        let (status, output) = try storeledger(["offer", "eligibility", "--user", "u", "--catalog", catalogPath, "--states", statesPath])
+        XCTAssertNotEqual(status, 0, output)
+        XCTAssertEqual(output, "", "no verdict from an invalid catalog")
     }
 
     func testRedemptionLimitsCountRedemptionsNotPeriods() throws {

@@ -200,6 +200,10 @@ final class OfferSigningTests: XCTestCase {
         XCTAssertEqual(try HTTP.post(url, json: ["user_id": "u", "product_id": "unknown.product"]).status, 404)
         XCTAssertEqual(try HTTP.post(url, json: ["user_id": "u", "product_id": "vip.1m", "offer_id": "nope"]).status, 404)
         XCTAssertEqual(try HTTP.post(url, json: ["user_id": "u", "product_id": "vip.1m", "offer_id": "upgrade"]).status, 400)
+        // A field given empty is the caller's mistake, not the signer's refusal (502).
+        let empty = try HTTP.post(url, json: ["user_id": "u", "product_id": "vip.1m", "kind": "introductory-eligibility", "transaction_id": ""])
+        XCTAssertEqual(empty.status, 400)
+        XCTAssertTrue(empty.text.contains("transaction_id is empty"), empty.text)
     }
 
     func testSignerHasNoListeningSocketAndLeaksNoKeyMaterial() throws {
