@@ -20,15 +20,26 @@ final class BoundedReads: Sendable {
         self.maxInFlight = maxInFlight
     }
 
+    /// For a request that answers on its own after its read (an offer signature waits on the signer
+    /// next): takes one of the `maxInFlight` places, false when they are taken. `leave()` after the read.
+    func enter() -> Bool {
+        guard inFlight.add(1, ordering: .relaxed).newValue <= maxInFlight else {
+            leave()
+            refusals.log { held in
+                logger.warning("read_refused_saturated", ["in_flight": .int(Int64(maxInFlight)), "held_back": .int(Int64(held))])
+            }
+            return false
+        }
+        return true
+    }
+
+    func leave() { inFlight.subtract(1, ordering: .relaxed) }
+
     /// Answers `responder` with `body`'s response, or 503 on timeout, saturation or a thrown error;
     /// `answered` gets the status of the answer actually sent.
     func run(_ responder: HTTPResponder, _ body: @escaping @Sendable () throws -> HTTPResponse,
              answered: @escaping @Sendable (Int) -> Void) {
-        guard inFlight.add(1, ordering: .relaxed).newValue <= maxInFlight else {
-            inFlight.subtract(1, ordering: .relaxed)
-            refusals.log { held in
-                logger.warning("read_refused_saturated", ["in_flight": .int(Int64(maxInFlight)), "held_back": .int(Int64(held))])
-            }
+        guard enter() else {
             if responder.respond(.error(status: 503, reason: "too many reads waiting on the database; retry later")) { answered(503) }
             return
         }
@@ -42,7 +53,7 @@ final class BoundedReads: Sendable {
             }
         }
         DispatchQueue.global().async { [self] in
-            defer { self.inFlight.subtract(1, ordering: .relaxed) }
+            defer { self.leave() }
             let response: HTTPResponse
             do {
                 response = try body()

@@ -156,6 +156,10 @@ final class OfferEndpoints: Sendable {
         guard let bundleId = configured.bundleId else {
             return answer(responder, "signature", .error(status: 503, reason: "no bundle id configured (catalog bundleId or \(Setting.bundleId))"))
         }
+        // Its read counts among the reads waiting on PostgreSQL: a hung database refuses more at once.
+        guard bounded.enter() else {
+            return answer(responder, "signature", .error(status: 503, reason: "too many reads waiting on the database; retry later"))
+        }
         let deadline = currentTimeMs() + timeout.milliseconds
         // A guard against anything slower than the signer's deadline (a stuck database): never hang.
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds) + 1000)) { [self] in
@@ -165,6 +169,7 @@ final class OfferEndpoints: Sendable {
             let history: OfferHistory
             let owners: Set<String>
             do {
+                defer { bounded.leave() }
                 history = try configured.reader.history(user: user)
                 owners = try body.transaction_id.map { try configured.reader.owners(transaction: $0) } ?? []
             } catch {
