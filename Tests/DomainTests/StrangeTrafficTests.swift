@@ -151,6 +151,22 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertFalse(t.feed(cancel).entries.contains { $0.kind == .cut }, "the retry cuts nothing more")
     }
 
+    /// S8 with R15: an upgrade's CANCEL names no web order line item, and the new purchase starts at the
+    /// very instant the old one is cancelled. The cancellation is the old period's, never the new one's,
+    /// whatever order the body lists them in and whichever copy arrives first.
+    func testR15TopLevelCancellationWithoutAWebOrderIdCutsThePeriodRunningBeforeTheInstant() {
+        let switchAt = t0 + 10 * day
+        let a = Apple.period("A", otid: otid, start: t0)
+        let b = Apple.period("B", otid: otid, product: "vip.premium.1m", start: switchAt)
+        let buy = Apple.v1("INITIAL_BUY", otid: otid, [a])
+        let upgrade = Apple.v1("INTERACTIVE_RENEWAL", otid: otid, [a, b], autoRenewProduct: "vip.premium.1m")
+        for listed in [[a, b], [b, a], []] {
+            var cancel = topLevelCancel(web: nil, at: switchAt, shows: listed, reason: nil)
+            cancel.notification?.autoRenewStatus = true
+            assertConverges([buy, upgrade, cancel], to: [interval(t0, switchAt + month)])
+        }
+    }
+
     func testR15TopLevelCancellationThatMatchesNoPurchaseIsRecorded() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: otid, [Apple.period("A", otid: otid, start: t0)]))

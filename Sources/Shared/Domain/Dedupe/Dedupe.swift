@@ -137,9 +137,9 @@ public func withTopLevelCancellation(_ event: AppleEvent, known: [KnownPurchase]
         copy.cancellationReason = meta.cancellationReason ?? t.cancellationReason
         return copy
     }
-    if let index = transactions.lastIndex(where: named) {
+    if let index = transactions.indices.filter({ named(transactions[$0]) }).min(by: { target.precedes(transactions[$0], transactions[$1]) }) {
         transactions[index] = cancelled(transactions[index])
-    } else if let purchase = known.last(where: { !PendingCancellation.isOne($0) && named($0.facts) }) {
+    } else if let purchase = known.filter({ !PendingCancellation.isOne($0) && named($0.facts) }).min(by: { target.precedes($0.facts, $1.facts) }) {
         transactions.append(cancelled(purchase.facts))
     }
     return transactions
@@ -170,8 +170,11 @@ enum PendingCancellation {
     /// Whether `pending` (a kept cancellation) names `transaction`, as the CANCEL itself would have.
     static func names(_ pending: KnownPurchase, _ transaction: TransactionFacts) -> Bool {
         guard isOne(pending), let at = pending.facts.cancellationDateMs else { return false }
-        return CancellationTarget(webOrderLineItemId: pending.facts.webOrderLineItemId,
-                                  originalTransactionId: pending.facts.originalTransactionId, atMs: at).names(transaction)
+        let target = CancellationTarget(webOrderLineItemId: pending.facts.webOrderLineItemId,
+                                        originalTransactionId: pending.facts.originalTransactionId, atMs: at)
+        // Without a web order id, a purchase that begins at the instant is the one that replaced the
+        // cancelled period (an upgrade's), never the period cancelled.
+        return target.names(transaction) && (target.webOrderLineItemId != nil || transaction.purchaseDateMs < at)
     }
 }
 
@@ -186,6 +189,14 @@ struct CancellationTarget {
         if let web = webOrderLineItemId { return t.webOrderLineItemId == web }
         if let otid = originalTransactionId, t.originalTransactionId != otid { return false }
         return t.purchaseDateMs <= atMs && atMs < (t.expiresDateMs ?? Int64.max)
+    }
+
+    /// Of two copies it names, whether `a` is rather the one cancelled: one already showing this
+    /// cancellation, then the earlier period. An upgrade's or crossgrade's new purchase starts at the
+    /// very instant the old one is cancelled, so it too "contains" the instant; whatever order a body
+    /// lists them in, the cancelled one is the period that was running before.
+    func precedes(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
+        (a.cancellationDateMs == atMs ? 0 : 1, a.purchaseDateMs, a.transactionId) < (b.cancellationDateMs == atMs ? 0 : 1, b.purchaseDateMs, b.transactionId)
     }
 }
 
