@@ -167,6 +167,16 @@ final class StrangeTrafficTests: XCTestCase {
         }
     }
 
+    /// R15: a copy that carries no web order id at all is still the period the top-level cancellation
+    /// names by its web order id, found by the cancellation's instant.
+    func testR15TopLevelWebOrderIdMatchesACopyWithoutOneByItsInstant() {
+        var a = Apple.period("A", otid: otid, start: t0)
+        a.webOrderLineItemId = nil
+        let buy = Apple.v1("INITIAL_BUY", otid: otid, [a])
+        assertConverges([buy, topLevelCancel(web: "wA", at: t0 + 6 * day, shows: [a])], to: [interval(t0, t0 + 6 * day)])
+        assertConverges([buy, topLevelCancel(web: "wA", at: t0 + 6 * day, shows: [])], to: [interval(t0, t0 + 6 * day)])
+    }
+
     func testR15TopLevelCancellationThatMatchesNoPurchaseIsRecorded() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: otid, [Apple.period("A", otid: otid, start: t0)]))

@@ -15,6 +15,17 @@ final class UserMappingTests: XCTestCase {
         XCTAssertEqual(t.user(user).first?.intervals, [interval(t0, t0 + month)])
     }
 
+    /// R17: only UUIDs compare in any case; an app whose account ids are not UUIDs keeps them exactly,
+    /// as a receipt upload does, so the token and the upload name one user.
+    func testATokenThatIsNoUUIDKeepsItsCaseLikeAnUpload() {
+        var t = Transcript()
+        t.feed(Apple.receipt(user: "Alice-42", otid: "s1", [Apple.period("A", otid: "s1", start: t0)], id: "upload"))
+        let step = t.feed(Apple.v1("INITIAL_BUY", otid: "s2", [Apple.period("B", otid: "s2", start: t0 + day, token: "Alice-42")]))
+        XCTAssertEqual(step.entries.first?.userId, "Alice-42")
+        XCTAssertEqual(t.user("Alice-42").first?.subscriptionKeys, ["s1", "s2"])
+        XCTAssertTrue(t.user("alice-42").isEmpty, "no second user")
+    }
+
     func testS10StorefrontChangeNewOriginalTransactionIdSameUser() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "us", [Apple.period("A", otid: "us", start: t0, token: user)]))

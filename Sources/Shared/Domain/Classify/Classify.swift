@@ -69,11 +69,11 @@ struct Classification {
         let token = carriers.lazy.compactMap(\.appAccountToken).first { !$0.isEmpty }
             ?? event.renewalInfo?.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
         guard let token else { return }
-        let user = token.lowercased()
+        let user = UserId.normalized(token)   // R17: a UUID in any case is one user; other ids exactly
         // R17: the token claims as of the first purchase that carries it; membership keeps the earliest.
         // A renewal repeats the token the app set on the subscription's purchase: it claims as of that
         // purchase, not as of itself, even when the purchase was never seen here.
-        let claimed = carriers.filter { $0.appAccountToken?.lowercased() == user }.map { t in
+        let claimed = carriers.filter { $0.appAccountToken.map { UserId.same($0, user) } ?? false }.map { t in
             t.transactionReason == "RENEWAL" ? min(t.purchaseDateMs, t.originalPurchaseDateMs ?? t.purchaseDateMs) : t.purchaseDateMs
         }.min()
         add("link", .linkUser(UserLink(userId: user, via: UserLink.appAccountToken, transfer: transfer, claimedAtMs: claimed)),

@@ -174,19 +174,21 @@ enum PendingCancellation {
                                         originalTransactionId: pending.facts.originalTransactionId, atMs: at)
         // Without a web order id, a purchase that begins at the instant is the one that replaced the
         // cancelled period (an upgrade's), never the period cancelled.
-        return target.names(transaction) && (target.webOrderLineItemId != nil || transaction.purchaseDateMs < at)
+        let byWebOrder = target.webOrderLineItemId != nil && transaction.webOrderLineItemId != nil
+        return target.names(transaction) && (byWebOrder || transaction.purchaseDateMs < at)
     }
 }
 
-/// The purchase a top-level cancellation names (R15): by web order line item when it has one, else the
-/// period of its subscription that contains the cancellation instant.
+/// The purchase a top-level cancellation names (R15): by web order line item when it and the copy have
+/// one, else the period of its subscription that contains the cancellation instant.
 struct CancellationTarget {
     var webOrderLineItemId: String?
     var originalTransactionId: String?
     var atMs: Int64
 
     func names(_ t: TransactionFacts) -> Bool {
-        if let web = webOrderLineItemId { return t.webOrderLineItemId == web }
+        // A copy that carries no web order id at all can still be the period named: by its instant.
+        if let web = webOrderLineItemId, t.webOrderLineItemId != nil { return t.webOrderLineItemId == web }
         if let otid = originalTransactionId, t.originalTransactionId != otid { return false }
         return t.purchaseDateMs <= atMs && atMs < (t.expiresDateMs ?? Int64.max)
     }
