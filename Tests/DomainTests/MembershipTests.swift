@@ -103,6 +103,20 @@ final class MembershipTests: XCTestCase {
         XCTAssertTrue(t.feed(Apple.v1("CANCEL", otid: "s6", [a], id: "again")).entries.filter { $0.kind == .record }.isEmpty)
     }
 
+    /// S6 with S15: the refund arrives before the purchase was seen; the grant and the R11 evidence
+    /// are written as in order.
+    func testS6RefundAfterThePeriodArrivingFirstIsRecordedToo() {
+        var t = Transcript()
+        var a = Apple.period("A", otid: "s6f", start: t0)
+        a.cancellationDateMs = t0 + month + 5 * day
+        a.cancellationReason = "0"
+        let step = t.feed(Apple.v1("CANCEL", otid: "s6f", [a]))
+        XCTAssertEqual(step.entries.filter { $0.kind != .renewal }.kinds, [.grant, .record])
+        XCTAssertTrue(step.entries[1].reason.contains("nothing deducted (R11)"), step.entries[1].reason)
+        XCTAssertEqual(t.entitlement("s6f"), [interval(t0, t0 + month)])
+        XCTAssertTrue(t.feed(Apple.v1("CANCEL", otid: "s6f", [a], id: "retry")).entries.filter { $0.kind == .record }.isEmpty)
+    }
+
     func testS7CrossgradeToAnotherDurationWaitsForTheRenewal() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "s7", [Apple.period("A1", otid: "s7", start: t0)]))
@@ -204,6 +218,20 @@ final class MembershipTests: XCTestCase {
         XCTAssertEqual(debit.entries[0].amount, 200)
         XCTAssertEqual(debit.entries[0].balanceAfter, 0)
         XCTAssertEqual(t.user("u1").first { $0.group == "coins" }?.balance, 0)
+    }
+
+    /// S15 for consumables: the refund is the first copy seen. Nothing is credited, and the ledger
+    /// says why rather than claiming a cancellation "already applied".
+    func testR13ConsumableFirstSeenRefundedCreditsNothingAndSaysSo() {
+        var t = Transcript()
+        var refunded = Apple.tx("C2", otid: "C2", product: "coins.100", purchase: t0)
+        refunded.cancellationDateMs = t0 + day
+        let step = t.feed(Apple.v1("REFUND", otid: "C2", [refunded], autoRenew: nil))
+        XCTAssertEqual(step.entries.kinds, [.record])
+        XCTAssertTrue(step.entries[0].reason.contains("arrived already cancelled at 2020-06-28T00:02:39Z: nothing credited"),
+                      step.entries[0].reason)
+        XCTAssertTrue(t.feed(Apple.receipt(user: nil, otid: "C2", [Apple.tx("C2", otid: "C2", product: "coins.100", purchase: t0)],
+                                           id: "c2")).entries.isEmpty, "the older copy without the refund credits nothing")
     }
 
     func testR13NonConsumableIsOpenEndedRestorableAndCutByARefund() {

@@ -122,6 +122,7 @@ extension MembershipBook {
                                  group: previous.group, interval: granted, before: before,
                                  reason: "\(command.reason); \(grant.productId) now belongs to group \(grant.group), not \(previous.group)"))
         }
+        let wasKnown = subscriptions[key]!.grants[grant.purchaseId] != nil
         subscriptions[key]!.grants[grant.purchaseId] = grant
         switch grant.productKind {
         case .consumable:
@@ -133,17 +134,23 @@ extension MembershipBook {
         case .autoRenewable, .nonRenewing, .nonConsumable:
             entries += reconcile(group: grant.group, subscription: key, command, leading: grant.purchaseId)
         }
-        if let cut = grant.cut, entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
-            // The cut is in the ledger already: a redelivery of this command must not add the
-            // "already applied" evidence below (FuzzPipeline found it; issue 9).
-            subscriptions[key]!.recordedCommands.insert("cut:\(grant.purchaseId):\(cut.atMs)")
-        } else if let cut = grant.cut {
-            // Nothing to change, but Apple's cancellation is evidence support must be able to show (R4, R11).
-            let afterEnd = grant.endMs.map { cut.atMs >= $0 } ?? false
+        guard let cut = grant.cut else { return entries }
+        let recordKey = "cut:\(grant.purchaseId):\(cut.atMs)"
+        let afterEnd = grant.endMs.map { cut.atMs >= $0 } ?? false
+        if !afterEnd, entries.contains(where: { $0.purchaseId == grant.purchaseId }) {
+            // The cut is in the ledger already (as a cut, or as a grant that stops at it): a redelivery
+            // of this command must not add the "already applied" evidence below (FuzzPipeline found
+            // it; issue 9).
+            subscriptions[key]!.recordedCommands.insert(recordKey)
+        } else {
+            // Nothing deducted, but Apple's cancellation is evidence support must be able to show (R4,
+            // R11): also when the purchase first arrives with it (S15), so the ledger reads the same in
+            // any order.
             let text = afterEnd
                 ? "the cancellation at \(TimeText.iso(cut.atMs)) is after the period ended at \(TimeText.iso(grant.endMs!)): nothing deducted (R11)"
-                : "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
-            entries += recordOnce("cut:\(grant.purchaseId):\(cut.atMs)", command, group: grant.group, purchase: grant.purchaseId,
+                : wasKnown ? "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
+                : "it arrived already cancelled at \(TimeText.iso(cut.atMs)): nothing \(grant.productKind == .consumable ? "credited" : "granted")"
+            entries += recordOnce(recordKey, command, group: grant.group, purchase: grant.purchaseId,
                                   product: grant.productId, at: cut.atMs, cutKind: cut.kind, reason: "\(command.reason); \(text)")
         }
         return entries
