@@ -177,6 +177,20 @@ final class StrangeTrafficTests: XCTestCase {
         assertConverges([buy, topLevelCancel(web: "wA", at: t0 + 6 * day, shows: [])], to: [interval(t0, t0 + 6 * day)])
     }
 
+    /// The V2 REFUND came first; Apple's V1 CANCEL for the same refund (top level only, the copy listed
+    /// uncancelled) changes nothing and is no "unmatched" cancellation.
+    func testR15TopLevelCancellationAlreadyKnownFromV2IsNoUnmatchedRecord() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        var refunded = a
+        refunded.cancellationDateMs = t0 + 6 * day
+        var t = Transcript()
+        t.feed(Apple.v1("INITIAL_BUY", otid: otid, [a]))
+        t.feed(Apple.v2("REFUND", uuid: "refund-a", otid: otid, [refunded], signed: t0 + 6 * day + 300_000))
+        let step = t.feed(topLevelCancel(web: "wA", at: t0 + 6 * day, shows: [a]))
+        XCTAssertFalse(step.entries.contains { $0.reason.contains("names no purchase") }, "\(step.entries.map(\.reason))")
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + 6 * day)])
+    }
+
     func testR15TopLevelCancellationThatMatchesNoPurchaseIsRecorded() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: otid, [Apple.period("A", otid: otid, start: t0)]))

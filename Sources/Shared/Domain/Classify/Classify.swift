@@ -260,7 +260,10 @@ struct Classification {
     mutating func unmatchedTopLevelCancellation() {
         guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else { return }
         let cancelled = unique.purchases.map(\.transaction) + event.transactions
-        let matched = cancelled.contains { t in
+        // A purchase of this input it names is a match too, when dedupe found the cancellation known
+        // already or older than what it holds (a V2 REFUND came first): no change, and nothing unmatched.
+        let target = CancellationTarget(webOrderLineItemId: meta.webOrderLineItemId, originalTransactionId: meta.originalTransactionId, atMs: at)
+        let matched = event.transactions.contains(where: target.names) || cancelled.contains { t in
             t.cancellationDateMs != nil && (meta.webOrderLineItemId.map { $0 == t.webOrderLineItemId } ?? true)
         }
         guard !matched else { return }
