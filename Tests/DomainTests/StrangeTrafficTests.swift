@@ -239,6 +239,13 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertNil(V1BodySubject.of(topLevelOriginalTransactionId: nil, autoRenewProductId: nil, candidates: candidates),
                      "an unnamed subject of several: no subscription takes the top-level facts")
         XCTAssertEqual(V1BodySubject.of(topLevelOriginalTransactionId: nil, autoRenewProductId: nil, candidates: [candidates[0]]), "a")
+        // A CANCEL names its purchase by web order line item: that purchase's subscription is the subject.
+        let withWeb = [V1BodySubject.Candidate(originalTransactionId: "a", renewsAs: nil, latestProduct: nil, webOrderLineItemIds: ["w1"]),
+                       V1BodySubject.Candidate(originalTransactionId: "b", renewsAs: nil, latestProduct: nil, webOrderLineItemIds: ["w2"])]
+        XCTAssertEqual(V1BodySubject.of(topLevelOriginalTransactionId: nil, autoRenewProductId: nil, webOrderLineItemId: "w2",
+                                        candidates: withWeb), "b")
+        XCTAssertNil(V1BodySubject.of(topLevelOriginalTransactionId: nil, autoRenewProductId: nil, webOrderLineItemId: "w3",
+                                      candidates: withWeb))
     }
 
     // MARK: R17 — only a claim moves a subscription

@@ -62,13 +62,14 @@ public struct NotificationV1Decoder: Sendable {
             return .failure(PermanentFailure("missing_field", "V1 \(type) notification names no original_transaction_id"))
         }
         let candidates = keys.sorted().map { key in
-            V1BodySubject.Candidate(originalTransactionId: key,
-                                    renewsAs: renewals.first { $0.originalTransactionId == key }?.autoRenewProductId,
-                                    latestProduct: transactions.filter { $0.originalTransactionId == key }
-                                        .max { $0.purchaseDateMs < $1.purchaseDateMs }?.productId)
+            let purchases = transactions.filter { $0.originalTransactionId == key }
+            return V1BodySubject.Candidate(originalTransactionId: key,
+                                           renewsAs: renewals.first { $0.originalTransactionId == key }?.autoRenewProductId,
+                                           latestProduct: purchases.max { $0.purchaseDateMs < $1.purchaseDateMs }?.productId,
+                                           webOrderLineItemIds: Set(purchases.compactMap(\.webOrderLineItemId)))
         }
         let subject = V1BodySubject.of(topLevelOriginalTransactionId: topLevel, autoRenewProductId: meta.autoRenewProductId,
-                                       candidates: candidates)
+                                       webOrderLineItemId: meta.webOrderLineItemId, candidates: candidates)
         let digest = EventDigest.hex(of: body)
         let events = keys.sorted().map { key in
             AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
