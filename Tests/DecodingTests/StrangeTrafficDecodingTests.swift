@@ -44,6 +44,27 @@ final class StrangeTrafficDecodingTests: XCTestCase {
         XCTAssertEqual(b.renewalInfo?.autoRenewStatus, true, "B keeps its own pending_renewal_info")
     }
 
+    /// R14 with R16: a subscription listed by its pending_renewal_info alone is stated as of the latest
+    /// date the body carries, never our receive time (which would outrank Apple's later statements).
+    func testR16ASubscriptionWithRenewalInfoAloneIsStatedAsOfTheBody() throws {
+        let events = try v1([
+            "notification_type": "DID_CHANGE_RENEWAL_STATUS", "environment": "PROD", "original_transaction_id": "A",
+            "auto_renew_status": "false", "auto_renew_status_change_date_ms": "1709500000000",
+            "unified_receipt": [
+                "latest_receipt_info": [transaction("1", otid: "A", product: "vip.1m", web: "wa")],
+                "pending_renewal_info": [
+                    ["original_transaction_id": "A", "product_id": "vip.1m", "auto_renew_product_id": "vip.1m", "auto_renew_status": "0"],
+                    ["original_transaction_id": "B", "product_id": "music.1m", "auto_renew_product_id": "music.1m", "auto_renew_status": "1"],
+                ],
+            ],
+        ])
+        let a = try XCTUnwrap(events.first { $0.subscriptionKey == "A" })
+        let b = try XCTUnwrap(events.first { $0.subscriptionKey == "B" })
+        XCTAssertNil(a.statedAtMs, "the subject is stated by its own dates")
+        XCTAssertEqual(b.statedAtMs, 1_709_500_000_000)
+        XCTAssertEqual(b.appleStatedAtMs, 1_709_500_000_000)
+    }
+
     func testR15CancelTopLevelFactsAreDecoded() throws {
         let events = try v1([
             "notification_type": "CANCEL", "environment": "PROD", "original_transaction_id": "A",

@@ -71,14 +71,20 @@ public struct NotificationV1Decoder: Sendable {
         let subject = V1BodySubject.of(topLevelOriginalTransactionId: topLevel, autoRenewProductId: meta.autoRenewProductId,
                                        webOrderLineItemId: meta.webOrderLineItemId, candidates: candidates)
         let digest = EventDigest.hex(of: body)
+        // R14: a subscription the body lists with its pending_renewal_info alone carries no date of its
+        // own. Apple stated it no earlier than the latest date the body carries; our receive time would
+        // outrank every later statement Apple signs about it.
+        let bodyDate = ([meta.autoRenewStatusChangeDateMs, meta.cancellationDateMs]
+            + transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }).compactMap { $0 }.max()
         let events = keys.sorted().map { key in
-            AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
-                       bundleId: bundleId,
-                       subscriptionKey: SubscriptionKey.make(originalTransactionId: key, environment: environment),
-                       notification: key == subject ? meta : meta.forAnotherSubscription,
-                       transactions: transactions.filter { $0.originalTransactionId == key },
-                       renewalInfo: renewals.first { $0.originalTransactionId == key },
-                       receivedAtMs: receivedAtMs, rawPosition: rawPosition)
+            let own = transactions.filter { $0.originalTransactionId == key }
+            return AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
+                              bundleId: bundleId,
+                              subscriptionKey: SubscriptionKey.make(originalTransactionId: key, environment: environment),
+                              notification: key == subject ? meta : meta.forAnotherSubscription,
+                              transactions: own, renewalInfo: renewals.first { $0.originalTransactionId == key },
+                              receivedAtMs: receivedAtMs, rawPosition: rawPosition,
+                              statedAtMs: key != subject && own.isEmpty ? bodyDate : nil)
         }
         return .success(events)
     }
