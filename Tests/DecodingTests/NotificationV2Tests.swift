@@ -69,6 +69,30 @@ final class NotificationV2Tests: XCTestCase {
         XCTAssertNil(event.notification?.subtype)
     }
 
+    /// R10 for payloads from before `offerDiscountType`: an introductory offer at price 0 is a free
+    /// trial, at a price an introductory price; with neither field, an intro period of unknown kind.
+    func testIntroOfferWithoutDiscountTypeIsToldByItsPrice() throws {
+        let pki = try TestPKI.load()
+        func facts(_ price: Int?) throws -> TransactionFacts {
+            var transaction = V2Payloads.transaction()
+            transaction["offerDiscountType"] = nil
+            transaction["price"] = price
+            let payload = V2Payloads.notification(type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedTransaction: try pki.sign(transaction),
+                                                  signedRenewal: nil)
+            let event = try XCTUnwrap(try decoder(pki).decode(body: V2Payloads.body(try pki.sign(payload)), receivedAtMs: 0, rawPosition: nil).get().first)
+            return try XCTUnwrap(event.transactions.first)
+        }
+        let trial = try facts(0)
+        XCTAssertEqual(trial.isTrialPeriod, true)
+        XCTAssertEqual(trial.isInIntroOfferPeriod, false)
+        let priced = try facts(4990)
+        XCTAssertEqual(priced.isTrialPeriod, false)
+        XCTAssertEqual(priced.isInIntroOfferPeriod, true)
+        let unknown = try facts(nil)
+        XCTAssertNil(unknown.isTrialPeriod)
+        XCTAssertEqual(unknown.isInIntroOfferPeriod, true)
+    }
+
     func testUnknownTypesAndAppLevelNotificationsAreKeptNotRefused() throws {
         let pki = try TestPKI.load()
         let future = V2Payloads.notification(type: "SOMETHING_NEW", subtype: "NEVER_SEEN", signedTransaction: nil, signedRenewal: nil)

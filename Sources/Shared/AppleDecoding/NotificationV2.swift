@@ -103,6 +103,8 @@ enum V2Facts {
         // V2 has no is_trial_period / is_in_intro_offer_period: an introductory offer is a free
         // trial when its discount type says so, otherwise an intro price (as the receipt fields were).
         let isIntro = offerType == introductoryOffer
+        // Payloads before offerDiscountType (2023) still tell a free trial by its price of 0 (R10).
+        let freeTrial = discount.map { $0 == "FREE_TRIAL" } ?? f.int64("price").map { $0 == 0 }
         return TransactionFacts(
             transactionId: transactionId,
             originalTransactionId: f.string("originalTransactionId") ?? transactionId,
@@ -114,8 +116,8 @@ enum V2Facts {
             cancellationDateMs: f.int64("revocationDate"),
             cancellationReason: f.int("revocationReason").map(String.init) ?? f.string("revocationReason"),
             isUpgraded: f.bool("isUpgraded"),
-            isTrialPeriod: isIntro ? (discount.map { $0 == "FREE_TRIAL" }) : false,
-            isInIntroOfferPeriod: isIntro ? (discount.map { $0 != "FREE_TRIAL" } ?? true) : false,
+            isTrialPeriod: isIntro ? freeTrial : false,
+            isInIntroOfferPeriod: isIntro ? freeTrial.map { !$0 } ?? true : false,
             promotionalOfferId: offerType == promotionalOffer ? offerId : nil,
             offerCodeRefName: offerType == offerCode ? offerId : nil,
             offerType: offerType, offerIdentifier: offerId, offerDiscountType: discount,
