@@ -117,6 +117,21 @@ final class MembershipTests: XCTestCase {
         XCTAssertTrue(t.feed(Apple.v1("CANCEL", otid: "s6f", [a], id: "retry")).entries.filter { $0.kind == .record }.isEmpty)
     }
 
+    /// R3 c with R5: a downgrade waiting for the renewal cancels nothing, so a cancellation without a
+    /// reason while one is pending is a refund, not a switch.
+    func testARefundWhileADowngradeIsPendingIsARefund() {
+        var t = Transcript()
+        let a = Apple.period("P", otid: "dn", product: "vip.premium.1m", start: t0)
+        t.feed(Apple.v1("INITIAL_BUY", otid: "dn", [a]))
+        t.feed(Apple.v1("DID_CHANGE_RENEWAL_PREF", otid: "dn", [a], autoRenewProduct: "vip.basic.1m", statusChange: t0 + 2 * day))
+        var refunded = a
+        refunded.cancellationDateMs = t0 + 5 * day
+        let step = t.feed(Apple.v1("CANCEL", otid: "dn", [refunded], autoRenew: false, autoRenewProduct: "vip.basic.1m"))
+        let cut = step.entries.first { $0.kind == .cut }
+        XCTAssertEqual(cut?.cutKind, .refund, cut?.reason ?? "no cut")
+        XCTAssertEqual(t.entitlement("dn"), [interval(t0, t0 + 5 * day)])
+    }
+
     func testS7CrossgradeToAnotherDurationWaitsForTheRenewal() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "s7", [Apple.period("A1", otid: "s7", start: t0)]))

@@ -151,7 +151,10 @@ struct Classification {
             .filter { $0.productId != t.productId && $0.purchaseDateMs.distanceMagnitude(to: at) <= 60_000 }
             .min { $0.purchaseDateMs.distanceMagnitude(to: at) < $1.purchaseDateMs.distanceMagnitude(to: at) }
         let renewsAs = event.renewalInfo?.autoRenewProductId ?? event.notification?.autoRenewProductId
+        // A downgrade or a crossgrade to another duration waits for the renewal (R5): it never
+        // cancels the running purchase, so a pending one is no switch marker.
         let nextProduct = renewsAs.flatMap { $0 != t.productId ? $0 : nil }
+            .flatMap { catalog.relation(from: t.productId, to: $0).takesEffectImmediately == false ? nil : $0 }
         var markers: [String] = []
         if t.isUpgraded == true { markers.append("is_upgraded") }
         if let replacement { markers.append("\(replacement.productId) bought at \(TimeText.iso(replacement.purchaseDateMs))") }
