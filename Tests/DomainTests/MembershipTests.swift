@@ -263,6 +263,25 @@ final class MembershipTests: XCTestCase {
         XCTAssertEqual(t.entitlement("L", "lifetime"), [interval(t0, t0 + 40 * day)])
     }
 
+    /// A restored non-consumable may carry the restore's own charge date as its purchase date; its
+    /// original purchase date is the purchase's. It is the same purchase in either order, and a refund
+    /// of it takes the entitlement back.
+    func testR13NonConsumableRestoredWithTheRestoreDateIsTheSamePurchase() {
+        let lifetime = Apple.tx("L", otid: "L", product: "lifetime", purchase: t0)
+        var restore = Apple.tx("L2", otid: "L", product: "lifetime", purchase: t0 + 100 * day)
+        restore.originalPurchaseDateMs = t0
+        var refunded = lifetime
+        refunded.cancellationDateMs = t0 + 120 * day
+        for order in [[lifetime, restore], [restore, lifetime]] {
+            var t = Transcript()
+            for (index, copy) in order.enumerated() { t.feed(Apple.receipt(user: nil, otid: "L", [copy], id: "l\(index)")) }
+            XCTAssertEqual(Set(t.ledger.filter { $0.kind == .grant }.compactMap(\.purchaseId)).count, 1, "one purchase")
+            XCTAssertEqual(t.entitlement("L", "lifetime"), [interval(t0, nil)])
+            t.feed(Apple.v1("REFUND", otid: "L", [refunded], autoRenew: nil))
+            XCTAssertEqual(t.entitlement("L", "lifetime"), [interval(t0, t0 + 120 * day)], "the refund takes it back")
+        }
+    }
+
     func testR13NonRenewingGrantsTheCatalogDuration() {
         var t = Transcript()
         let step = t.feed(Apple.receipt(user: nil, otid: "N", [Apple.tx("N", otid: "N", product: "pass.7d", purchase: t0 + 500)], id: "n"))

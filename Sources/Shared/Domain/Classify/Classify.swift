@@ -86,7 +86,8 @@ struct Classification {
         let t = change.transaction
         let product = catalog.product(t.productId)
         var kind = product?.kind ?? inferredKind(t)
-        let start = PurchaseIdentity.secondStartMs(ofMs: t.purchaseDateMs)
+        // A restored non-consumable grants from its original purchase, whichever copy came first.
+        let start = PurchaseIdentity.secondStartMs(ofMs: PurchaseIdentity.identifyingDateMs(of: t))
         var end: Int64?
         var notes: [String] = []
         if product == nil { notes.append("\(t.productId) is not in the catalog, kind \(kind.rawValue) inferred from Apple's facts") }

@@ -19,7 +19,17 @@ public struct PurchaseIdentity: Hashable, Sendable, Codable, CustomStringConvert
         self.init(subscriptionKey: subscriptionKey,
                   bundleId: transaction.bundleId ?? bundleId ?? "",
                   productId: transaction.productId,
-                  purchaseSecond: PurchaseIdentity.second(ofMs: transaction.purchaseDateMs))
+                  purchaseSecond: PurchaseIdentity.second(ofMs: PurchaseIdentity.identifyingDateMs(of: transaction)))
+    }
+
+    /// The date a purchase is known by. A purchase that never expires and has no web order line item
+    /// (a non-consumable; consumables and non-renewing subscriptions are each their own original) is
+    /// known by its original purchase date: a restore may carry the restore's own charge date as its
+    /// purchase date ("a restored In-App Purchase"), never another original one. Subscription periods
+    /// keep their own purchase date: their original date is the first period's.
+    public static func identifyingDateMs(of t: TransactionFacts) -> Int64 {
+        guard t.expiresDateMs == nil, t.webOrderLineItemId == nil, let original = t.originalPurchaseDateMs else { return t.purchaseDateMs }
+        return original
     }
 
     /// Floor division, so dates before 1970 still truncate towards the earlier second; defined for
