@@ -193,12 +193,17 @@ struct CancellationTarget {
         return t.purchaseDateMs <= atMs && atMs < (t.expiresDateMs ?? Int64.max)
     }
 
-    /// Of two copies it names, whether `a` is rather the one cancelled: one already showing this
-    /// cancellation, then the earlier period. An upgrade's or crossgrade's new purchase starts at the
-    /// very instant the old one is cancelled, so it too "contains" the instant; whatever order a body
-    /// lists them in, the cancelled one is the period that was running before.
+    /// Of two copies it names, whether `a` is rather the one cancelled: one carrying the web order id,
+    /// then one already showing this cancellation, then the earlier period. An upgrade's or
+    /// crossgrade's new purchase starts at the very instant the old one is cancelled, so it too
+    /// "contains" the instant; whatever order a body lists them in, the cancelled one is the period
+    /// that was running before.
     func precedes(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
-        (a.cancellationDateMs == atMs ? 0 : 1, a.purchaseDateMs, a.transactionId) < (b.cancellationDateMs == atMs ? 0 : 1, b.purchaseDateMs, b.transactionId)
+        func rank(_ t: TransactionFacts) -> (Int, Int, Int64, String) {
+            (webOrderLineItemId != nil && t.webOrderLineItemId == webOrderLineItemId ? 0 : 1,
+             t.cancellationDateMs == atMs ? 0 : 1, t.purchaseDateMs, t.transactionId)
+        }
+        return rank(a) < rank(b)
     }
 }
 
