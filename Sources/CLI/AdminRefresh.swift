@@ -11,8 +11,8 @@ import Store
 /// request with its own PostgreSQL connection (requests run concurrently on the HTTP threads),
 /// one token exchange with the signer and one producer for the life of the process.
 enum AdminRefresh {
-    static func routes(kafka: KafkaConfig, databaseURL: String?) throws -> ServerAPIAdminRoutes {
-        let session = try ServerAPISession(kafka: kafka, keyId: Environment.given(.apiKeyId))
+    static func routes(kafka: KafkaConfig, databaseURL: String?, keyId: String?) throws -> ServerAPIAdminRoutes {
+        let session = try ServerAPISession(kafka: kafka, keyId: keyId)
         let producer = try KafkaProducer(config: kafka)
         let refresh: ServerAPIAdminRoutes.Answer = { transactionId in
             let database = databaseURL.flatMap { try? PGConnection(url: $0) }

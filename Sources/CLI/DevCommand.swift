@@ -16,8 +16,8 @@ import Synchronization
 struct DevCommand: CLICommand {
     let name = "dev"
     let summary = "Start broker, private PostgreSQL (unless DATABASE_URL is set), migrations, ingest, the signer and one worker per stage (--workers: more); print the URLs; Ctrl-C stops everything. With --admin-port, /readyz answers 200 once every process is ready."
-    let usage = "[--port P] [--admin-port P] [--broker-port P] [--partitions N] [--database-url URL] [--catalog FILE] [--webhooks FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--demo]"
-    let optionNames: Set<String> = ["port", "admin-port", "broker-port", "partitions", "database-url", "catalog", "webhooks", "workers"]
+    let usage = "[--port P] [--admin-port P] [--broker-port P] [--partitions N] [--database-url URL] [--catalog FILE] [--webhooks FILE] [--workers decode=2,dedupe=2,classify=1,membership=3] [--issuer-id ID] [--demo]"
+    let optionNames: Set<String> = ["port", "admin-port", "broker-port", "partitions", "database-url", "catalog", "webhooks", "workers", "issuer-id"]
     /// --demo: trust the simulated App Store, drive a short simulated stretch through it, print a summary.
     let flagNames: Set<String> = ["demo"]
 
@@ -33,6 +33,7 @@ struct DevCommand: CLICommand {
         options.databaseURL = Environment.databaseURL(arguments)
         options.catalog = Environment.value(arguments, option: "catalog", setting: .catalog)
         options.webhooks = Environment.value(arguments, option: "webhooks", setting: .webhooks)
+        if let issuer = arguments.value("issuer-id") { options.environment[Setting.signingIssuerId.name] = issuer }
         let demo = arguments.has("demo") ? try prepareDemo() : nil
         if let demo { options.environment.merge(demo.environment) { $1 } }
         for (name, port) in [("port", options.ingestPort), ("broker-port", options.brokerPort)] where !(0...65535).contains(port) {

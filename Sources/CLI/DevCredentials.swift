@@ -38,7 +38,7 @@ struct DevCredentials {
             adminKey: try APIKeyRing.generateKey(prefix: "sla_dev"),
             jwtSecret: Array(encoded.utf8), jwtSecretFile: file,
             v1SharedSecret: v1 ?? generatedV1,
-            issuerId: given.raw(.signingIssuerId) ?? UUID().uuidString.lowercased())
+            issuerId: environment[Setting.signingIssuerId.name] ?? given.raw(.signingIssuerId) ?? UUID().uuidString.lowercased())
     }
 
     /// What ingest and the workers are started with: hashes, paths and names, never a key.

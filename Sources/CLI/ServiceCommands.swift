@@ -182,8 +182,8 @@ struct TopicsCommand: CLICommand {
 struct IngestCommand: CLICommand {
     let name = "ingest"
     let summary = "Serve the HTTP edge: Apple notifications, app receipts, membership read API, health and metrics."
-    let usage = "[--host H] [--port P] [--threads N] [--max-body-bytes N] [--bootstrap B] [--database-url URL]"
-    let optionNames: Set<String> = ["host", "port", "threads", "max-body-bytes", "bootstrap", "database-url"]
+    let usage = "[--host H] [--port P] [--threads N] [--max-body-bytes N] [--bootstrap B] [--database-url URL] [--catalog FILE] [--key-id ID]"
+    let optionNames: Set<String> = ["host", "port", "threads", "max-body-bytes", "bootstrap", "database-url", "catalog", "key-id"]
 
     func run(_ arguments: Arguments) throws -> Int32 {
         var config = IngestConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-ingest"),
@@ -197,7 +197,8 @@ struct IngestCommand: CLICommand {
         config.offers = OfferSettings(ingest)
         config.security = try EdgeSecuritySettings(Environment.read(arguments, EdgeConfiguration.init))
         if ingest.serverAPIRoutes {
-            config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL)
+            config.serverAPIAdmin = try AdminRefresh.routes(kafka: config.kafka, databaseURL: config.databaseURL,
+                                                            keyId: Environment.value(arguments, option: "key-id", setting: .apiKeyId))
         }
         guard (1...KafkaLimits.maxValueBytes).contains(config.maxBodyBytes) else {
             throw UsageError("--max-body-bytes must be 1...\(KafkaLimits.maxValueBytes): a body must fit into a raw record and its dead letter")
@@ -221,8 +222,9 @@ struct IngestCommand: CLICommand {
 struct WorkerCommand: CLICommand {
     let name = "worker"
     let summary = "Run one pipeline stage as a consumer-group member: decode | dedupe | classify | membership; the membership events relay (relay) or webhook delivery (webhooks); consumption (answers CONSUMPTION_REQUEST) or recover (scheduled notification recovery)."
-    let usage = "decode|dedupe|classify|membership|relay|webhooks|consumption|recover [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE] [--interval S] [--lookback-hours H]"
-    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks", "interval", "lookback-hours"]
+    let usage = "decode|dedupe|classify|membership|relay|webhooks|consumption|recover [--bootstrap B] [--database-url URL] [--catalog FILE] [--group G] [--admin-port P] [--admin-host H] [--webhooks FILE] [--interval S] [--lookback-hours H] [--key-id ID]"
+    let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks", "interval", "lookback-hours",
+                                    "key-id"]
     static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks", "consumption", "recover"]
 
     func check(_ arguments: Arguments) throws {

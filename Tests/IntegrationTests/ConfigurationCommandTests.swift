@@ -48,6 +48,29 @@ final class ConfigurationCommandTests: XCTestCase {
         XCTAssertNotEqual(try run(["config", "nobody"], [:]).0, 0)
     }
 
+    /// A setting's flag (`storeledger config` and docs/configuration.md show it) is an option of every
+    /// command that runs as one of its roles: the documented `--catalog`, `--key-id`, ... are never
+    /// "unknown option".
+    func testEveryDocumentedFlagIsAcceptedByTheCommandsOfItsRoles() throws {
+        let commands: [ProcessRole: [[String]]] = [
+            .ingest: [["ingest"]], .decode: [["worker", "decode"]], .dedupe: [["worker", "dedupe"]],
+            .classify: [["worker", "classify"]], .membership: [["worker", "membership"]], .relay: [["worker", "relay"]],
+            .webhooks: [["worker", "webhooks"]], .consumption: [["worker", "consumption"]],
+            .recover: [["worker", "recover"], ["recover"]], .signer: [["signer"]], .dev: [["dev"]], .doctor: [["doctor"]],
+        ]
+        var refused: [String] = []
+        for setting in Setting.all {
+            guard let flag = setting.flag else { continue }
+            for role in setting.roles.sorted() {
+                for argv in commands[role] ?? [] {
+                    let (status, output) = try run(argv + ["--\(flag)", "1", "--check-arguments"], [:])
+                    if status != 0, output.contains("--\(flag)") { refused.append("\(argv.joined(separator: " ")) --\(flag)") }
+                }
+            }
+        }
+        XCTAssertEqual(refused, [], "documented flags refused as unknown")
+    }
+
     /// The binary with only `extra` (and PATH) in its environment; standard output and error together.
     private func run(_ arguments: [String], _ extra: [String: String]) throws -> (Int32, String) {
         let process = Process()
