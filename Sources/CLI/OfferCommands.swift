@@ -32,6 +32,7 @@ struct SignerCommand: CLICommand {
         var config = SignerWorkerConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-signer"))
         config.groupId = arguments.value("group") ?? config.groupId
         config.metricsFile = settings.metricsFile
+        config.loopPolicy = try Environment.loopPolicy(arguments)
         // For people: readiness is the admin /readyz (with --admin-port).
         print("signer: keys \(ring.keys.keys.sorted().joined(separator: ","))")
         fflush(nil)

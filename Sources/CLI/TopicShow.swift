@@ -8,8 +8,8 @@ import Runtime
 enum TopicShow {
     static let usage = "show <topic> [--partition P] [--offset O] [--count N] [--bootstrap B]"
 
-    /// The stages' topics only: raw inputs and dead letters can hold secrets (a V1 shared secret),
-    /// which `storeledger support` shows redacted.
+    /// The stages' topics only: raw inputs have the support page's redacting view
+    /// (`/support/raw/...`), dead letters `storeledger dlq show`.
     static let shownTopics = [Topic.decoded, Topic.unique, Topic.commands]
 
     static func run(_ arguments: Arguments, topic: String) throws -> Int32 {

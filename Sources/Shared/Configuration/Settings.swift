@@ -9,7 +9,7 @@ extension Setting {
     public static let bundleId = Setting("STORELEDGER_BUNDLE_ID", .text, roles: ProcessRole.appleVerifiers,
                                          doc: "The app's bundle id: V2 data and receipts for another bundle are refused; put into offer signatures.")
     public static let appAppleId = Setting("STORELEDGER_APP_APPLE_ID", .integer(Int64.min...Int64.max), roles: ProcessRole.appleVerifiers,
-                                           doc: "The app's Apple id, required when Production is accepted.")
+                                           doc: "The app's Apple id, required with V2 roots when Production is accepted.")
     public static let environment = Setting("STORELEDGER_ENVIRONMENT", .list, default: "Production,Sandbox", roles: ProcessRole.appleVerifiers,
                                             doc: "Environments accepted (Production, Sandbox, Xcode, LocalTesting).")
     public static let x509Strict = Setting("STORELEDGER_X509_STRICT", .boolean, default: "true", roles: ProcessRole.appleVerifiers,

@@ -11,6 +11,8 @@ public struct SignerWorkerConfig: Sendable {
     public var groupId = "storeledger-signer"
     public var maxBatch = 500
     public var pollTimeout: Duration = .milliseconds(100)
+    /// Attempts and backoff of the consumer loop (`STORELEDGER_LOOP_*`); the backoff is capped at 1 s.
+    public var loopPolicy = ConsumerLoopMachine.Policy()
     /// The signer opens no socket, so metrics go to a file in Prometheus text format (for
     /// node_exporter's textfile collector or a sidecar), rewritten atomically.
     public var metricsFile: String?
@@ -71,10 +73,12 @@ public final class SignerWorker: Service {
                                              deadLetterTopic: Topic.deadLetter, kafka: config.consumerKafka)
         loopConfig.producerKafka = config.producerKafka
         loopConfig.outputTopics = [Topic.signReplies]
+        loopConfig.policy = config.loopPolicy
         loopConfig.policy.maxBatch = config.maxBatch
         loopConfig.policy.pollTimeout = config.pollTimeout
         // A request is worth nothing after its deadline (seconds): do not wait long to retry one.
-        loopConfig.policy.maxBackoff = .seconds(1)
+        loopConfig.policy.maxBackoff = min(config.loopPolicy.maxBackoff, .seconds(1))
+        loopConfig.policy.baseBackoff = min(config.loopPolicy.baseBackoff, loopConfig.policy.maxBackoff)
         loopConfig.produceTimeout = .seconds(5)
         let loop = ConsumerLoop(config: loopConfig, status: status)
         defer { writeMetrics() }
