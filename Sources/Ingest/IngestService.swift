@@ -157,7 +157,12 @@ public final class IngestService: Sendable {
             if let environment = request.queryValue("environment"), !SubscriptionKey.environments.contains(environment) {
                 return answer(route, responder, .error(status: 400, reason: "environment must be one of \(SubscriptionKey.environments.joined(separator: ", "))"))
             }
-            read(route, responder) { try $0.subscription(key, environment: request.queryValue("environment"), readableBy: principal) }
+            guard let limit = EdgeChecks.ledgerLimit(request.queryValue("limit"), absent: EdgeChecks.subscriptionLedgerLimit) else {
+                return answer(route, responder, .error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
+            }
+            read(route, responder) {
+                try $0.subscription(key, environment: request.queryValue("environment"), ledgerLimit: limit, readableBy: principal)
+            }
         case .userMembership(let user):
             read(route, responder) { try $0.userMembership(user) }
         case .userOffers(let user):
@@ -499,10 +504,12 @@ enum EdgeChecks {
     ]
 
     static let maxLedgerLimit = 10_000
+    /// A subscription's view carries its newest 1,000 ledger lines unless `?limit=` says otherwise.
+    static let subscriptionLedgerLimit = 1_000
 
-    /// `?limit=` of the ledger: absent means 200; otherwise an integer in 1...maxLedgerLimit.
-    static func ledgerLimit(_ text: String?) -> Int? {
-        guard let text else { return 200 }
+    /// `?limit=` of the ledger: absent means `absent` (200 for a user's ledger); otherwise an integer in 1...maxLedgerLimit.
+    static func ledgerLimit(_ text: String?, absent: Int = 200) -> Int? {
+        guard let text else { return absent }
         guard text.utf8.count <= 6, let value = Int(text), (1...maxLedgerLimit).contains(value) else { return nil }
         return value
     }

@@ -38,7 +38,9 @@ struct MembershipReads: Sendable {
         /// R18: Production, Sandbox, Xcode or LocalTesting.
         var environment: String?
         var membership: [GroupView]
+        /// The newest lines (`?limit=`), oldest first; `ledgerTruncated` when older ones were left out.
         var ledger: [LedgerLine]
+        var ledgerTruncated: Bool
     }
 
     private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -49,7 +51,8 @@ struct MembershipReads: Sendable {
     /// R18: a key without `@Environment` names Production's subscription; when Production has none
     /// the first of the other environments that has one answers (apps and Apple's test tools know
     /// the `original_transaction_id`, not StoreLedger's key). `environment` picks one explicitly.
-    func subscription(_ requested: String, environment: String? = nil, readableBy principal: Principal?) throws -> HTTPResponse {
+    func subscription(_ requested: String, environment: String? = nil, ledgerLimit: Int = EdgeChecks.subscriptionLedgerLimit,
+                      readableBy principal: Principal?) throws -> HTTPResponse {
         try pool.withConnection { db in
             let queries = MembershipQueries(db)
             var key = requested
@@ -74,11 +77,13 @@ struct MembershipReads: Sendable {
             guard let state else {
                 return .error(status: 404, reason: "no subscription \(key) is known")
             }
-            let ledger = try queries.ledger(subscription: key)
+            var ledger = try queries.ledger(subscription: key, limit: ledgerLimit + 1)
+            let truncated = ledger.count > ledgerLimit
+            if truncated { ledger.removeFirst() }
             let now = Self.nowMs()
             return .json(SubscriptionView(subscriptionKey: key, userId: state.userId, environment: state.environment,
                                           membership: groupMemberships(of: [state]).map { GroupView($0, now: now) },
-                                          ledger: ledger))
+                                          ledger: ledger, ledgerTruncated: truncated))
         }
     }
 

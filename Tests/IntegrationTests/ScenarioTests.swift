@@ -225,6 +225,12 @@ final class ScenarioTests: XCTestCase {
         XCTAssertEqual(record.before, record.after, "nothing deducted")
         XCTAssertEqual(record.cutKind, "refund")
         XCTAssertEqual(record.interval, interval(refundAt, refundAt), "the refund's instant, for support's timeline")
+        // A bounded read: the newest lines, oldest first, and whether older ones were left out.
+        let url = "\(world.cluster.ingestURL)/v1/subscriptions/\(ScenarioWorld.key(key, "Sandbox"))"
+        let newest = try JSONSerialization.jsonObject(with: try HTTP.get(url + "?limit=2").body) as? [String: Any]
+        XCTAssertEqual((newest?["ledger"] as? [[String: Any]])?.map { $0["kind"] as? String }, ["grant", "record"])
+        XCTAssertEqual(newest?["ledgerTruncated"] as? Bool, true)
+        XCTAssertEqual(try HTTP.get(url + "?limit=0").status, 400)
         XCTAssertEqual(record.purchaseId, view.ledger[0].purchaseId)
         XCTAssertEqual(record.cause.notificationType, "CANCEL")
         XCTAssertTrue(record.reason.contains("nothing deducted (R11)"), record.reason)

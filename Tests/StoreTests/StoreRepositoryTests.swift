@@ -36,8 +36,10 @@ final class StoreRepositoryTests: PGTestCase {
             try store.appendLedger([LedgerRow(id: ids[0], entry: entry(.grant), cause: [UInt8](try JSONEncoder().encode(cause))),
                                     LedgerRow(id: ids[1], entry: entry(.credit, amount: 7), cause: [UInt8](try JSONEncoder().encode(cause)))])
         }
-        let lines = try MembershipQueries(db).ledger(subscription: "s-1")
+        let lines = try MembershipQueries(db).ledger(subscription: "s-1", limit: 10)
         XCTAssertEqual(lines.map(\.kind), ["grant", "credit"])
+        XCTAssertEqual(try MembershipQueries(db).ledger(subscription: "s-1", limit: 1).map(\.kind), ["credit"],
+                       "a bounded read keeps the newest lines")
         let credit = try XCTUnwrap(lines.last)
         XCTAssertEqual(credit.subscriptionKey, "s-1")
         XCTAssertEqual(credit.userId, "u-1")

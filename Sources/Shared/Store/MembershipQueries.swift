@@ -32,9 +32,13 @@ public struct MembershipQueries {
             .map { try $0.string("subscription_key") }
     }
 
-    /// The subscription's ledger, oldest first.
-    public func ledger(subscription key: String) throws -> [LedgerLine] {
-        try LedgerLine.decode(try db.query("SELECT * FROM ledger WHERE subscription_key = \(key) ORDER BY entry_id"))
+    /// The subscription's newest `limit` ledger lines, oldest first: a subscription's ledger grows
+    /// without bound (every claim of it writes lines), a read must not.
+    public func ledger(subscription key: String, limit: Int) throws -> [LedgerLine] {
+        try LedgerLine.decode(try db.query("""
+            SELECT * FROM (SELECT * FROM ledger WHERE subscription_key = \(key) ORDER BY entry_id DESC LIMIT \(max(1, limit))) AS newest
+            ORDER BY entry_id
+            """))
     }
 
     /// The user's ledger: entries written while the user owned a subscription, plus those of their
