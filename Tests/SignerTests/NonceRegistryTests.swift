@@ -32,6 +32,16 @@ final class NonceRegistryTests: XCTestCase {
         for nonce in accepted { XCTAssertFalse(registry.register(nonce, nowMs: 30_000)) }
     }
 
+    /// A burst five times a slice's sizing opens more filters: redraws stay rare instead of most
+    /// nonces being refused for the rest of the window.
+    func testABurstBeyondASlicesSizingOpensAnotherFilter() {
+        let registry = NonceRegistry(sizing: .init(expectedPerSlice: 1000, falsePositiveRate: 0.001))
+        let refused = (0..<5_000).filter { _ in !registry.register(UUID(), nowMs: 1_000) }.count
+        XCTAssertLessThan(refused, 100, "one filter of 1,000 loaded with 5,000 would refuse ~70 %")
+        XCTAssertEqual(registry.stats.nonces, 5_000 - refused)
+        XCTAssertLessThanOrEqual(registry.stats.bytes, 6 * 2_000)
+    }
+
     func testMemoryIsBoundedBySlices() {
         let sizing = NonceRegistry.Sizing(window: .seconds(24), slices: 24, expectedPerSlice: 1000)
         let registry = NonceRegistry(sizing: sizing)
@@ -39,6 +49,13 @@ final class NonceRegistryTests: XCTestCase {
         let stats = registry.stats
         XCTAssertLessThanOrEqual(stats.bytes, 25 * 2_000, "at most slices+1 filters of ~1.8 KB")
         XCTAssertLessThanOrEqual(stats.nonces, 25)
+        // Far past the sizing, filters stop at twice the sized day.
+        let flooding = NonceRegistry.Sizing(window: .seconds(24), slices: 24, expectedPerSlice: 10)
+        let one = NonceRegistry(sizing: flooding)
+        _ = one.register(UUID(), nowMs: 0)
+        let flooded = NonceRegistry(sizing: flooding)
+        for index in 0..<5_000 { _ = flooded.register(UUID(), nowMs: Int64(index % 1000)) }
+        XCTAssertEqual(flooded.stats.bytes, 2 * 25 * one.stats.bytes, "500 filters' worth of nonces, 50 filters kept")
     }
 
     func testSignerRedrawsWhenTheRandomSourceRepeats() throws {

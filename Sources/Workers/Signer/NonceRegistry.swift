@@ -9,8 +9,11 @@ import Synchronization
 /// "never reused" a checked property instead of a probability. It keeps one Bloom filter per time
 /// slice (`window / slices`), queries all slices of the window and drops older ones. A Bloom filter
 /// never forgets a member (no false negatives), so a nonce seen within the window is always refused.
-/// Its false positives only make the signer draw another nonce; past the sized load the rate of
-/// redraws grows but correctness does not change. Memory: `(slices + 1) * bitsPerSlice / 8` bytes.
+/// Its false positives only make the signer draw another nonce. A slice that reaches its sized load
+/// opens another filter rather than filling up, so a burst (anyone may ask for intro-eligibility
+/// signatures) does not raise the redraw rate for the next 24 h; up to `maxFilters`, twice the
+/// sized day, after which the last filter fills and redraws grow, but correctness does not change.
+/// Memory: `bitsPerSlice / 8` bytes per filter, `slices + 1` filters at the sized load.
 public final class NonceRegistry: Sendable {
     public struct Sizing: Sendable, Equatable {
         public var window: Duration
@@ -35,6 +38,8 @@ public final class NonceRegistry: Sendable {
         }
         var hashCount: Int { max(1, Int((Double(bitsPerSlice) / Double(expectedPerSlice) * log(2)).rounded())) }
         var sliceMs: Int64 { max(1, window.milliseconds / Int64(slices)) }
+        /// Filters kept at most: twice the sized day (~90 MB at the defaults).
+        var maxFilters: Int { 2 * (slices + 1) }
     }
 
     private struct Slice {
@@ -65,7 +70,8 @@ public final class NonceRegistry: Sendable {
                 slices.removeAll { $0.index < current - Int64(sizing.slices) }
             }
             for slice in slices where probe.isSet(in: slice.words) { return false }
-            if slices.last?.index != current {
+            let full = (slices.last?.count ?? 0) >= sizing.expectedPerSlice && slices.count < sizing.maxFilters
+            if slices.last?.index != current || full {
                 slices.append(Slice(index: current, words: [UInt64](repeating: 0, count: (bits + 63) / 64)))
             }
             let last = slices.count - 1
