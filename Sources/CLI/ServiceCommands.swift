@@ -226,6 +226,8 @@ struct WorkerCommand: CLICommand {
     let optionNames: Set<String> = ["bootstrap", "database-url", "catalog", "group", "admin-port", "admin-host", "webhooks", "interval", "lookback-hours",
                                     "key-id"]
     static let stages = ["decode", "dedupe", "classify", "membership", "relay", "webhooks", "consumption", "recover"]
+    /// The batch of a stage that calls Apple per record.
+    static let callingBatch = 16
 
     func check(_ arguments: Arguments) throws {
         guard arguments.positionals.count == 1, let stageName = arguments.positionals.first else {
@@ -242,6 +244,7 @@ struct WorkerCommand: CLICommand {
         var session: ServerAPISession?
         defer { session?.close() }
         let logic: any StageLogic
+        var callsApplePerRecord = false
         // Deliberately wrong rules for the replay tests only (issue 13; docs/configuration.md).
         let wrongRules: WrongRules
         let process = try Environment.read(arguments, roles: roles(arguments), ProcessConfiguration.init)
@@ -253,11 +256,14 @@ struct WorkerCommand: CLICommand {
         switch stageName {
         case "decode":
             // The decode settings (Setting.all), validated at startup (docs/configuration.md).
-            logic = DecodeStage(decoder: try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder())
+            let decoding = try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init))
+            logic = DecodeStage(decoder: try decoding.makeDecoder())
+            callsApplePerRecord = decoding.verifyReceiptProductionURL != nil
         case "dedupe": logic = DedupeStage(rule: wrongRules.dedupe)
         case "classify": logic = ClassifyStage(catalog: try loadCatalog(stage.catalogPath), wrongRules: wrongRules)
         case "membership": logic = MembershipStage()
         case "consumption":
+            callsApplePerRecord = true
             let policy = try ConsumptionPolicy(Environment.read(arguments, ConsumptionConfiguration.init))
             let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
             session = api
@@ -270,7 +276,12 @@ struct WorkerCommand: CLICommand {
                                        databaseURL: stage.databaseURL,
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
-        config.policy = try Environment.loopPolicy(arguments, maxBatch: 500)
+        // A stage that calls Apple once per record, one after another (verifyReceipt, consumption
+        // answers), takes small batches and may spend up to 30 min on one: 500 records at a second
+        // or more each would outlast librdkafka's 300 s between polls, evict the member and start the
+        // same batch again, for ever.
+        config.policy = try Environment.loopPolicy(arguments, maxBatch: callsApplePerRecord ? Self.callingBatch : 500)
+        if callsApplePerRecord { config.kafka.maxPollInterval = .seconds(1800) }
         do {
             config.failpoints = try Failpoints.parse(process.failpoints)
             config.failpoints.logPath = process.failpointLog
