@@ -64,12 +64,18 @@ final class OfferSignClient: Sendable {
             completion(.failure(.unavailable("request encoding failed")))
             return
         }
+        let now = currentTimeMs()
         let sendNow = state.withLock { state -> Bool in
             state.waiting[request.correlationId] = completion
-            if !state.ready { state.queued.append((request, value)) }
+            if !state.ready {
+                // Requests past their deadline were answered 504 already: a long wait for the reply
+                // reader keeps only the ones still worth sending.
+                state.queued.removeAll { $0.0.deadlineMs < now }
+                state.queued.append((request, value))
+            }
             return state.ready
         }
-        let remaining = max(0, request.deadlineMs - currentTimeMs())
+        let remaining = max(0, request.deadlineMs - now)
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(remaining))) { [self] in
             finish(request.correlationId, .failure(.timedOut))
         }
