@@ -157,14 +157,32 @@ final class StrangeTrafficTests: XCTestCase {
     func testR15TopLevelCancellationWithoutAWebOrderIdCutsThePeriodRunningBeforeTheInstant() {
         let switchAt = t0 + 10 * day
         let a = Apple.period("A", otid: otid, start: t0)
-        let b = Apple.period("B", otid: otid, product: "vip.premium.1m", start: switchAt)
-        let buy = Apple.v1("INITIAL_BUY", otid: otid, [a])
-        let upgrade = Apple.v1("INTERACTIVE_RENEWAL", otid: otid, [a, b], autoRenewProduct: "vip.premium.1m")
-        for listed in [[a, b], [b, a], []] {
-            var cancel = topLevelCancel(web: nil, at: switchAt, shows: listed, reason: nil)
-            cancel.notification?.autoRenewStatus = true
-            assertConverges([buy, upgrade, cancel], to: [interval(t0, switchAt + month)])
+        // B's copy may say it was bought a few milliseconds before the cancellation instant (R1).
+        for bStart in [switchAt, switchAt - 20] {
+            let b = Apple.period("B", otid: otid, product: "vip.premium.1m", start: bStart)
+            let buy = Apple.v1("INITIAL_BUY", otid: otid, [a])
+            let upgrade = Apple.v1("INTERACTIVE_RENEWAL", otid: otid, [a, b], autoRenewProduct: "vip.premium.1m")
+            for listed in [[a, b], [b, a], [], [b]] {
+                var cancel = topLevelCancel(web: nil, at: switchAt + 500, shows: listed, reason: nil)
+                cancel.notification?.autoRenewStatus = true
+                assertConverges([buy, upgrade, cancel], to: [interval(t0, bStart / 1000 * 1000 + month)])
+            }
         }
+    }
+
+    /// R15: of a web-less copy and the copy carrying the named web order id, both running at the
+    /// instant, the one named by its web order id is cut.
+    func testR15TheCopyCarryingTheNamedWebOrderIdIsCutFirst() {
+        var a = Apple.period("A", otid: otid, start: t0, length: 2 * month)
+        a.webOrderLineItemId = nil
+        let b = Apple.period("B", otid: otid, start: t0 + day)
+        let cancel = topLevelCancel(web: "wB", at: t0 + 6 * day, shows: [a, b])
+        var t = Transcript()
+        t.feed(Apple.v1("INITIAL_BUY", otid: otid, [a, b]))
+        t.feed(cancel)
+        let cuts = Dictionary(uniqueKeysWithValues: t.state(otid).grants.values.map { ($0.transactionId, $0.cut?.atMs) })
+        XCTAssertEqual(cuts["B"], .some(t0 + 6 * day), "the purchase named by its web order id")
+        XCTAssertEqual(cuts["A"], .some(nil), "the web-less copy running at the instant is not")
     }
 
     /// R15: a copy that carries no web order id at all is still the period the top-level cancellation

@@ -139,8 +139,9 @@ struct Classification {
     /// R3 and its V2 counterparts: why a purchase carries a cancellation date, decided from the
     /// facts. A switch shows as `is_upgraded`, as a purchase of another product of the
     /// subscription starting at the cancellation instant, or as a different `auto_renew_product_id`
-    /// with no `cancellation_reason`; `auto_renew_status` then separates (a) switch from (b) turn off
-    /// and switch. Without switch markers it is (c) a refund by Apple support.
+    /// that takes effect at once (not a downgrade) with no `cancellation_reason`; `auto_renew_status`
+    /// then separates (a) switch from (b) turn off and switch. Without switch markers it is (c) a
+    /// refund by Apple support.
     func cancellation(of t: TransactionFacts) -> (cut: Cut, explanation: String)? {
         guard let at = t.cancellationDateMs.map(wholeSecond) else { return nil }
         let appleReason = t.cancellationReason
@@ -149,7 +150,7 @@ struct Classification {
             return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
         }
         let replacement = event.transactions
-            .filter { $0.productId != t.productId && $0.purchaseDateMs.distanceMagnitude(to: at) <= 60_000 }
+            .filter { $0.productId != t.productId && $0.purchaseDateMs.distanceMagnitude(to: at) <= CancellationTarget.replacementWindowMs }
             .min { $0.purchaseDateMs.distanceMagnitude(to: at) < $1.purchaseDateMs.distanceMagnitude(to: at) }
         let renewsAs = event.renewalInfo?.autoRenewProductId ?? event.notification?.autoRenewProductId
         // A downgrade or a crossgrade to another duration waits for the renewal (R5): it never

@@ -119,10 +119,9 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule =
 
 /// R15: a V1 CANCEL names the cancelled purchase event at its top level (`web_order_line_item_id`,
 /// `cancellation_date_ms`), and `latest_receipt_info` need not show it cancelled, or at all. The
-/// reported transactions, with the top-level cancellation put on the copy it names: one in the input
-/// (by web order id, else the subscription's period that contains the cancellation instant), else
-/// the known purchase with that web order id. A cancellation that names nothing changes nothing here;
-/// classify records it.
+/// reported transactions, with the top-level cancellation put on the copy it names
+/// (`CancellationTarget`): one in the input, else a known purchase. A cancellation that names nothing
+/// changes nothing here; classify records it.
 public func withTopLevelCancellation(_ event: AppleEvent, known: [KnownPurchase]) -> [TransactionFacts] {
     var transactions = event.transactions
     guard let meta = event.notification, meta.aboutAnotherSubscription != true, let at = meta.cancellationDateMs else {
@@ -170,34 +169,33 @@ enum PendingCancellation {
     /// Whether `pending` (a kept cancellation) names `transaction`, as the CANCEL itself would have.
     static func names(_ pending: KnownPurchase, _ transaction: TransactionFacts) -> Bool {
         guard isOne(pending), let at = pending.facts.cancellationDateMs else { return false }
-        let target = CancellationTarget(webOrderLineItemId: pending.facts.webOrderLineItemId,
-                                        originalTransactionId: pending.facts.originalTransactionId, atMs: at)
-        // Without a web order id, a purchase that begins at the instant is the one that replaced the
-        // cancelled period (an upgrade's), never the period cancelled.
-        let byWebOrder = target.webOrderLineItemId != nil && transaction.webOrderLineItemId != nil
-        return target.names(transaction) && (byWebOrder || transaction.purchaseDateMs < at)
+        return CancellationTarget(webOrderLineItemId: pending.facts.webOrderLineItemId,
+                                  originalTransactionId: pending.facts.originalTransactionId, atMs: at).names(transaction)
     }
 }
 
 /// The purchase a top-level cancellation names (R15): by web order line item when it and the copy have
-/// one, else the period of its subscription that contains the cancellation instant.
+/// one, else the period of its subscription that was running at the cancellation instant.
 struct CancellationTarget {
     var webOrderLineItemId: String?
     var originalTransactionId: String?
     var atMs: Int64
 
+    /// A purchase made this close before the instant (or after it) is the one that replaced the
+    /// cancelled period: an upgrade's or crossgrade's new purchase starts when the old one is
+    /// cancelled, give or take Apple's milliseconds (R1). By the instant, it is never the one named.
+    /// Classify takes the same window for a replacement as a switch marker.
+    static let replacementWindowMs: Int64 = 60_000
+
     func names(_ t: TransactionFacts) -> Bool {
         // A copy that carries no web order id at all can still be the period named: by its instant.
         if let web = webOrderLineItemId, t.webOrderLineItemId != nil { return t.webOrderLineItemId == web }
         if let otid = originalTransactionId, t.originalTransactionId != otid { return false }
-        return t.purchaseDateMs <= atMs && atMs < (t.expiresDateMs ?? Int64.max)
+        return t.purchaseDateMs <= atMs.saturatingSubtracting(Self.replacementWindowMs) && atMs < (t.expiresDateMs ?? Int64.max)
     }
 
     /// Of two copies it names, whether `a` is rather the one cancelled: one carrying the web order id,
-    /// then one already showing this cancellation, then the earlier period. An upgrade's or
-    /// crossgrade's new purchase starts at the very instant the old one is cancelled, so it too
-    /// "contains" the instant; whatever order a body lists them in, the cancelled one is the period
-    /// that was running before.
+    /// then one already showing this cancellation, then the earlier period.
     func precedes(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
         func rank(_ t: TransactionFacts) -> (Int, Int, Int64, String) {
             (webOrderLineItemId != nil && t.webOrderLineItemId == webOrderLineItemId ? 0 : 1,
