@@ -46,6 +46,7 @@ final class MembershipTests: XCTestCase {
         let confirm = t.feed(Apple.v1("CANCEL", otid: "s3", [a, b], autoRenewProduct: "vip.b.1m"))
         XCTAssertEqual(confirm.entries.kinds, [.record])
         XCTAssertTrue(confirm.entries[0].reason.contains("already applied"), confirm.entries[0].reason)
+        XCTAssertNil(confirm.entries[0].interval, "a confirmation marks nothing of its own on support's timeline")
         XCTAssertEqual(t.entitlement("s3"), [interval(t0, switchAt + month)])
     }
 

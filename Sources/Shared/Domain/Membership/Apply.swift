@@ -146,12 +146,15 @@ extension MembershipBook {
             // Nothing deducted, but Apple's cancellation is evidence support must be able to show (R4,
             // R11): also when the purchase first arrives with it (S15), so the ledger reads the same in
             // any order.
+            let alreadyApplied = !afterEnd && wasKnown
             let text = afterEnd
                 ? "the cancellation at \(TimeText.iso(cut.atMs)) is after the period ended at \(TimeText.iso(grant.endMs!)): nothing deducted (R11)"
-                : wasKnown ? "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
+                : alreadyApplied ? "the cancellation at \(TimeText.iso(cut.atMs)) was already applied"
                 : "it arrived already cancelled at \(TimeText.iso(cut.atMs)): nothing \(grant.productKind == .consumable ? "credited" : "granted")"
-            entries += recordOnce(recordKey, command, group: grant.group, purchase: grant.purchaseId,
-                                  product: grant.productId, at: cut.atMs, cutKind: cut.kind, reason: "\(command.reason); \(text)")
+            // The instant marks evidence of its own on support's timeline; a confirmation of a cut
+            // already drawn there carries none.
+            entries += recordOnce(recordKey, command, group: grant.group, purchase: grant.purchaseId, product: grant.productId,
+                                  at: alreadyApplied ? nil : cut.atMs, cutKind: cut.kind, reason: "\(command.reason); \(text)")
         }
         return entries
     }
