@@ -38,7 +38,8 @@ public final class NonceRegistry: Sendable {
         }
         var hashCount: Int { max(1, Int((Double(bitsPerSlice) / Double(expectedPerSlice) * log(2)).rounded())) }
         var sliceMs: Int64 { max(1, window.milliseconds / Int64(slices)) }
-        /// Filters kept at most: twice the sized day (~90 MB at the defaults).
+        /// Filters kept at most: one per live slice plus as many extra, twice the sized day (~90 MB at
+        /// the defaults).
         var maxFilters: Int { 2 * (slices + 1) }
     }
 
@@ -70,7 +71,9 @@ public final class NonceRegistry: Sendable {
                 slices.removeAll { $0.index < current - Int64(sizing.slices) }
             }
             for slice in slices where probe.isSet(in: slice.words) { return false }
-            let full = (slices.last?.count ?? 0) >= sizing.expectedPerSlice && slices.count < sizing.maxFilters
+            // Extra filters (beyond one per slice) count against the cap, so the filters never exceed it.
+            let extras = slices.count - Set(slices.map(\.index)).count
+            let full = (slices.last?.count ?? 0) >= sizing.expectedPerSlice && extras < sizing.slices + 1
             if slices.last?.index != current || full {
                 slices.append(Slice(index: current, words: [UInt64](repeating: 0, count: (bits + 63) / 64)))
             }
