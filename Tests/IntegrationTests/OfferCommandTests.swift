@@ -63,6 +63,13 @@ final class OfferCommandTests: XCTestCase {
                             finance: FinanceFlags(isTrial: trial, isIntro: intro, promotionalOfferId: offer)))
     }
 
+    /// Apple's period of a purchase, cut at its cancellation: what membership grants it when nothing
+    /// else (an upgrade, a crossgrade) took part of it.
+    private func appleInterval(of grant: PurchaseGrant) -> Interval? {
+        let interval = Interval(startMs: grant.startMs, endMs: min(grant.endMs ?? Int64.max, grant.cut?.atMs ?? Int64.max))
+        return interval.isEmpty ? nil : interval
+    }
+
     /// Runs `offer eligibility` for user "u" on these purchases and returns the vip group's answer.
     /// Membership's granted interval of a purchase is Apple's own unless `granted` says otherwise
     /// (by purchase id; nil: nothing granted); `graces` are billing grace periods granted per subscription.
@@ -72,7 +79,7 @@ final class OfferCommandTests: XCTestCase {
         for (key, grant) in grants {
             var state = states[key] ?? SubscriptionState(subscriptionKey: key, userId: "u")
             state.grants[grant.purchaseId] = grant
-            state.granted[grant.purchaseId] = granted[grant.purchaseId] ?? entitledInterval(of: grant)
+            state.granted[grant.purchaseId] = granted[grant.purchaseId] ?? appleInterval(of: grant)
             states[key] = state
         }
         for (key, interval) in graces {

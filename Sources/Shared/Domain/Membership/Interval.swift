@@ -58,19 +58,6 @@ public struct Interval: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// What one purchase *should* grant given Apple's current facts: `[start, end)` cut at the
-/// cancellation time; nothing when the cut is at or before the start (full refund). A cut after
-/// the end deducts nothing (R11).
-public func entitledInterval(of grant: PurchaseGrant) -> Interval? {
-    guard grant.productKind != .consumable, grant.productKind != .unknown else { return nil }
-    var end = grant.endMs
-    if let cut = grant.cut {
-        end = min(end ?? Int64.max, cut.atMs)
-    }
-    let interval = Interval(startMs: grant.startMs, endMs: end)
-    return interval.isEmpty ? nil : interval
-}
-
 /// The difference between what a purchase has been granted so far (the sum of its ledger entries)
 /// and what it should be granted now. Replaying a command computes the same target, so an unchanged
 /// replay writes nothing and a fixed replay writes only the correction.
