@@ -11,7 +11,7 @@ public struct SignerWorkerConfig: Sendable {
     public var groupId = "storeledger-signer"
     public var maxBatch = 500
     public var pollTimeout: Duration = .milliseconds(100)
-    /// Attempts and backoff of the consumer loop (`STORELEDGER_LOOP_*`); the backoff is capped at 1 s.
+    /// Attempts and backoff of the consumer loop (the `Setting.loop…` settings); the backoff is capped at 1 s.
     public var loopPolicy = ConsumerLoopMachine.Policy()
     /// The signer opens no socket, so metrics go to a file in Prometheus text format (for
     /// node_exporter's textfile collector or a sidecar), rewritten atomically.
