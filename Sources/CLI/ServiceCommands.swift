@@ -277,11 +277,9 @@ struct WorkerCommand: CLICommand {
                                        groupId: arguments.value("group") ?? "storeledger-\(stageName)")
         if logic.usesDatabase, config.databaseURL == nil { throw UsageError("stage \(stageName) needs --database-url or DATABASE_URL") }
         // A stage that calls Apple once per record, one after another (verifyReceipt, consumption
-        // answers), takes small batches and may spend up to 30 min on one: 500 records at a second
-        // or more each would outlast librdkafka's 300 s between polls, evict the member and start the
-        // same batch again, for ever.
+        // answers), takes small batches: 500 records at a second or more each would outlast
+        // librdkafka's 300 s between polls, evict the member and start the same batch again, for ever.
         config.policy = try Environment.loopPolicy(arguments, maxBatch: callsApplePerRecord ? Self.callingBatch : 500)
-        if callsApplePerRecord { config.kafka.maxPollInterval = .seconds(1800) }
         do {
             config.failpoints = try Failpoints.parse(process.failpoints)
             config.failpoints.logPath = process.failpointLog

@@ -27,9 +27,6 @@ public struct KafkaConfig: Sendable {
     /// only after this wait and does not wake for new data, so there it is the idle
     /// produce-to-consume latency (measured: 10 ms -> ~10 ms, 500 ms -> ~500 ms); use ~10 ms.
     public var fetchMaxWait: Duration
-    /// Consumer `max.poll.interval.ms` (librdkafka's 300 s when nil): the longest a batch may take
-    /// between polls before the member is evicted.
-    public var maxPollInterval: Duration?
     /// Raw librdkafka properties applied last (they win over everything above).
     public var extra: [String: String]
 
@@ -124,7 +121,6 @@ extension KafkaConfig {
             // records ahead of the loop.
             "queued.max.messages.kbytes": "16384",
         ]) { _, new in new }
-        if let maxPollInterval { properties["max.poll.interval.ms"] = String(maxPollInterval.rdMilliseconds) }
         return properties.merging(extra) { _, override in override }
     }
 
