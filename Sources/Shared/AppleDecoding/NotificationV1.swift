@@ -61,10 +61,14 @@ public struct NotificationV1Decoder: Sendable {
         guard !keys.isEmpty else {
             return .failure(PermanentFailure("missing_field", "V1 \(type) notification names no original_transaction_id"))
         }
-        let candidates = keys.sorted().map { key in
-            let purchases = transactions.filter { $0.originalTransactionId == key }
+        let sortedKeys = keys.sorted()
+        // Each subscription's purchases and renewal info, split once for the subject choice and the events.
+        let purchasesByKey = Dictionary(grouping: transactions, by: \.originalTransactionId)
+        let renewalByKey = Dictionary(renewals.map { ($0.originalTransactionId, $0) }) { first, _ in first }
+        let candidates = sortedKeys.map { key in
+            let purchases = purchasesByKey[key] ?? []
             return V1BodySubject.Candidate(originalTransactionId: key,
-                                           renewsAs: renewals.first { $0.originalTransactionId == key }?.autoRenewProductId,
+                                           renewsAs: renewalByKey[key]?.autoRenewProductId,
                                            latestProduct: purchases.max { $0.purchaseDateMs < $1.purchaseDateMs }?.productId,
                                            webOrderLineItemIds: Set(purchases.compactMap(\.webOrderLineItemId)))
         }
@@ -76,13 +80,13 @@ public struct NotificationV1Decoder: Sendable {
         // outrank every later statement Apple signs about it.
         let bodyDate = ([meta.autoRenewStatusChangeDateMs, meta.cancellationDateMs]
             + transactions.flatMap { [$0.purchaseDateMs, $0.cancellationDateMs] }).compactMap { $0 }.max()
-        let events = keys.sorted().map { key in
-            let own = transactions.filter { $0.originalTransactionId == key }
+        let events = sortedKeys.map { key in
+            let own = purchasesByKey[key] ?? []
             return AppleEvent(eventId: "v1:\(digest):\(key)", source: .notificationV1, environment: environment,
                               bundleId: bundleId,
                               subscriptionKey: SubscriptionKey.make(originalTransactionId: key, environment: environment),
                               notification: key == subject ? meta : meta.forAnotherSubscription,
-                              transactions: own, renewalInfo: renewals.first { $0.originalTransactionId == key },
+                              transactions: own, renewalInfo: renewalByKey[key],
                               receivedAtMs: receivedAtMs, rawPosition: rawPosition,
                               statedAtMs: key != subject && own.isEmpty ? bodyDate : nil)
         }
