@@ -88,6 +88,15 @@ final class OfferCommandTests: XCTestCase {
                                                                    endMs: interval.endMs ?? interval.startMs)
             states[key]?.granted[id] = interval
         }
+        let (status, output) = try offerEligibility(states: Array(states.values), catalog: OfferCluster.catalog)
+        XCTAssertEqual(status, 0, output)
+        let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        return try XCTUnwrap((object?["groups"] as? [[String: Any]])?.first)
+    }
+
+    /// `storeledger offer eligibility` for user "u" in group vip, on these states and this catalog
+    /// written to temporary files.
+    private func offerEligibility(states: [SubscriptionState], catalog: Catalog) throws -> (status: Int32, output: String) {
         let directory = FileManager.default.temporaryDirectory
         let statesPath = directory.appendingPathComponent("offer-states-\(UUID().uuidString).json").path
         let catalogPath = directory.appendingPathComponent("offer-catalog-\(UUID().uuidString).json").path
@@ -95,13 +104,10 @@ final class OfferCommandTests: XCTestCase {
             try? FileManager.default.removeItem(atPath: statesPath)
             try? FileManager.default.removeItem(atPath: catalogPath)
         }
-        try JSONEncoder().encode(Array(states.values)).write(to: URL(fileURLWithPath: statesPath))
-        try JSONEncoder().encode(OfferCluster.catalog).write(to: URL(fileURLWithPath: catalogPath))
-        let (status, output) = try storeledger(["offer", "eligibility", "--user", "u", "--group", "vip", "--catalog", catalogPath,
-                                                "--states", statesPath, "--now", String(now)])
-        XCTAssertEqual(status, 0, output)
-        let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
-        return try XCTUnwrap((object?["groups"] as? [[String: Any]])?.first)
+        try JSONEncoder().encode(states).write(to: URL(fileURLWithPath: statesPath))
+        try JSONEncoder().encode(catalog).write(to: URL(fileURLWithPath: catalogPath))
+        return try storeledger(["offer", "eligibility", "--user", "u", "--group", "vip", "--catalog", catalogPath,
+                                "--states", statesPath, "--now", String(now)])
     }
 
     private func introEligible(_ answer: [String: Any]) -> Bool? { (answer["introOffer"] as? [String: Any])?["eligible"] as? Bool }
@@ -188,16 +194,7 @@ final class OfferCommandTests: XCTestCase {
     func testACatalogListingAnOfferTwiceIsRefused() throws {
         var catalog = OfferCluster.catalog
         catalog.promotionalOffers.append(PromotionalOffer(id: "winback", productId: "vip.1m", audience: .current, priority: 1))
-        let directory = FileManager.default.temporaryDirectory
-        let catalogPath = directory.appendingPathComponent("offer-catalog-\(UUID().uuidString).json").path
-        let statesPath = directory.appendingPathComponent("offer-states-\(UUID().uuidString).json").path
-        defer {
-            try? FileManager.default.removeItem(atPath: statesPath)
-            try? FileManager.default.removeItem(atPath: catalogPath)
-        }
-        try JSONEncoder().encode(catalog).write(to: URL(fileURLWithPath: catalogPath))
-        try Data("[]".utf8).write(to: URL(fileURLWithPath: statesPath))
-        let (status, output) = try storeledger(["offer", "eligibility", "--user", "u", "--catalog", catalogPath, "--states", statesPath])
+        let (status, output) = try offerEligibility(states: [], catalog: catalog)
         XCTAssertNotEqual(status, 0, output)
         XCTAssertEqual(output, "", "no verdict from an invalid catalog")
     }
