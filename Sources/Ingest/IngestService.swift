@@ -36,6 +36,9 @@ public struct IngestConfig: Sendable {
     public var readTimeout: Duration = .seconds(5)
     /// Reads waiting on PostgreSQL at once; more get 503 at once (BoundedReads).
     public var maxReadsInFlight = 32
+    /// Admin requests waiting on Apple at once (each holds a thread and a database connection for
+    /// seconds); more get 503 at once.
+    public var maxAppleCallsInFlight = 4
 
     public init(kafka: KafkaConfig, databaseURL: String?) {
         self.kafka = kafka
@@ -57,6 +60,7 @@ public final class IngestService: Sendable {
     private let security: EdgeSecuritySettings
     private let limiter = RateLimiter()
     private let bounded: BoundedReads
+    private let appleCalls: BoundedReads
     private let deadlines: WriteDeadlines
 
     public init(config: IngestConfig) throws {
@@ -70,6 +74,8 @@ public final class IngestService: Sendable {
         kafka.extra = ["socket.nagle.disable": "true"].merging(kafka.extra) { _, given in given }
         self.config = config
         self.bounded = BoundedReads(timeout: config.readTimeout, maxInFlight: config.maxReadsInFlight)
+        // Only its places are used: a refresh answers when Apple has (its client bounds each call).
+        self.appleCalls = BoundedReads(timeout: .seconds(60), maxInFlight: config.maxAppleCallsInFlight)
         // A guard in case the delivery report itself is late: the caller never waits unbounded.
         let late = HTTPResponse.error(status: 503, reason: "broker did not confirm the write in time; retry later")
         self.deadlines = WriteDeadlines(timeout: config.writeTimeout + .seconds(1)) { watch in
@@ -187,8 +193,12 @@ public final class IngestService: Sendable {
             }
             // They wait on Apple (and write PostgreSQL) for seconds: off the HTTP threads, which
             // Apple's own notifications need (admin calls are rate limited per credential above).
+            guard appleCalls.enter() else {
+                return answer(route, responder, .error(status: 503, reason: "too many admin requests waiting on Apple; retry later"))
+            }
             let segments = request.path.split(separator: "/").map(String.init)
             DispatchQueue.global().async { [self] in
+                defer { appleCalls.leave() }
                 answer(route, responder, serverAPI.answer(request, segments: segments) ?? Self.noRoute(request))
             }
         case .wrongMethod(let allowed):

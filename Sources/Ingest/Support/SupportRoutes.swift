@@ -95,9 +95,16 @@ struct SupportRoutes: Sendable {
                                                             "Expected /support/raw/{topic}/{partition}/{offset} on a pipeline topic."), status: 400))
             return
         }
-        let (topic, kafka, logger) = (parts[0], self.kafka, self.logger)
+        // Each read opens a broker client and may wait seconds for an absent broker: it takes one of
+        // the bounded read places, so a burst of them cannot pile up blocked threads.
+        guard bounded.enter() else {
+            responder.respond(Self.page(SupportPage.message("Too many reads", "Too many reads are waiting; try again later."), status: 503))
+            return
+        }
+        let (topic, kafka, logger, bounded) = (parts[0], self.kafka, self.logger, self.bounded)
         // Reading blocks on the broker: keep it off the HTTP pool threads.
         DispatchQueue.global().async {
+            defer { bounded.leave() }
             do {
                 switch try KafkaRecordReader.read(config: kafka, topic: topic, partition: partition, offset: offset) {
                 case .found(let record):

@@ -1,0 +1,113 @@
+import Auth
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPServer
+@testable import Ingest
+import Kafka
+import Synchronization
+import XCTest
+
+/// Requests that wait on something slow outside ingest (the broker for a raw record, Apple for an
+/// admin refresh) hold a thread each: beyond their bound, more are answered 503 at once instead
+/// of piling up. Served by the real HTTP server on loopback; the broker address has nothing behind it.
+final class InFlightBoundTests: XCTestCase {
+    private let kafka = KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "in-flight-bound-test")
+
+    func testRawRecordReadsBeyondTheReadBoundAreRefusedAtOnce() throws {
+        let routes = SupportRoutes(pool: nil, kafka: kafka, bounded: BoundedReads(timeout: .seconds(5), maxInFlight: 1))
+        let server = HTTPServer(port: 0, threads: 2, maxBodyBytes: 1024) { request, responder in routes.handle(request, responder) }
+        try server.start()
+        defer { server.stop() }
+        let url = "http://127.0.0.1:\(server.boundPort)/support/raw/storeledger.notifications.raw/0/0"
+
+        // The first read waits on the absent broker (seconds) and holds the only place.
+        let first = Self.send(url)
+        Thread.sleep(forTimeInterval: 0.5)
+        let started = Date()
+        let second = Self.send(url).wait()
+        XCTAssertEqual(second.status, 503)
+        XCTAssertTrue(second.body.contains("Too many reads"), second.body)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2, "refused at once, not after the broker's wait")
+
+        let held = first.wait()
+        XCTAssertEqual(held.status, 503, "the broker is absent")
+        XCTAssertTrue(held.body.contains("Broker unavailable"), held.body)
+        // The place is given back: the next read waits on the broker again instead of being refused.
+        XCTAssertTrue(Self.send(url).wait().body.contains("Broker unavailable"))
+    }
+
+    func testAdminAppleCallsBeyondTheirBoundAreRefusedAtOnce() throws {
+        let adminKey = "slk_in-flight-bound-admin"
+        let keys = APIKeyRing(entries: [.init(name: "ops", role: .admin, sha256: SHA256.hash(Array(adminKey.utf8)))])
+        let release = DispatchSemaphore(value: 0)
+        let calls = Atomic<Int>(0)
+        let slowRefresh = ServerAPIAdminRoutes(refresh: { _ in
+            calls.add(1, ordering: .relaxed)
+            release.wait()
+            return (true, Data(#"{"refresh":{}}"#.utf8))
+        })
+        var config = IngestConfig(kafka: kafka, databaseURL: nil)
+        config.port = 0
+        config.maxAppleCallsInFlight = 2
+        config.serverAPIAdmin = slowRefresh
+        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
+        let ingest = try IngestService(config: config)
+        try ingest.start()
+        defer { ingest.stop() }
+        let url = "http://127.0.0.1:\(ingest.port)/v1/admin/refresh/2000000000000001"
+
+        let held = [Self.send(url, post: true, bearer: adminKey), Self.send(url, post: true, bearer: adminKey)]
+        try waitUntil { calls.load(ordering: .relaxed) == 2 }
+        let refused = Self.send(url, post: true, bearer: adminKey).wait()
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertTrue(refused.body.contains("too many admin requests waiting on Apple"), refused.body)
+        XCTAssertEqual(calls.load(ordering: .relaxed), 2, "the refused request never reached Apple")
+
+        release.signal()
+        release.signal()
+        XCTAssertEqual(held.map { $0.wait().status }, [200, 200])
+        // Both places are free again.
+        release.signal()
+        XCTAssertEqual(Self.send(url, post: true, bearer: adminKey).wait().status, 200)
+        XCTAssertEqual(calls.load(ordering: .relaxed), 3)
+    }
+
+    private func waitUntil(_ condition: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition() {
+            guard Date() < deadline else {
+                XCTFail("condition not reached in 10 s")
+                throw CancellationError()
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    /// One request in flight; `wait()` gives its answer.
+    private final class Pending: @unchecked Sendable {
+        // Safe: written once by the completion handler before `done` is signalled, read after.
+        private var value = (status: 0, body: "")
+        let done = DispatchSemaphore(value: 0)
+        func set(_ status: Int, _ body: String) { value = (status, body) }
+        func wait() -> (status: Int, body: String) {
+            XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "answered within 30 s")
+            return value
+        }
+    }
+
+    private static func send(_ url: String, post: Bool = false, bearer: String? = nil) -> Pending {
+        var request = URLRequest(url: URL(string: url)!)
+        request.timeoutInterval = 30
+        if post { request.httpMethod = "POST"; request.httpBody = Data() }
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+        let pending = Pending()
+        URLSession.shared.dataTask(with: request) { data, response, _ in
+            pending.set((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
+            pending.done.signal()
+        }.resume()
+        return pending
+    }
+}
