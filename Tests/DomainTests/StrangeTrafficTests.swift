@@ -316,6 +316,54 @@ final class StrangeTrafficTests: XCTestCase {
         }
     }
 
+    /// A renewal repeating a token claims as of the original purchase only until the purchase that set
+    /// the token is seen: a resubscription on which the app set account B's token is B's claim as of the
+    /// resubscription, and B's renewals cannot pull it back to the first purchase, where account A's
+    /// claim stands (A's id sorts last, so a tie there would give the subscription to A).
+    func testR17RenewalsNeverPullATokensClaimBackBeforeThePurchaseThatSetIt() {
+        let accountA = "ffffffff-0000-4000-8000-00000000000a"
+        let accountB = "bbbbbbbb-0000-4000-8000-00000000000b"
+        var first = Apple.period("1", otid: otid, start: t0, token: accountA)
+        first.transactionReason = "PURCHASE"
+        first.originalPurchaseDateMs = t0
+        var repurchase = Apple.period("3", otid: otid, start: t0 + 3 * month, token: accountB)
+        repurchase.transactionReason = "PURCHASE"
+        repurchase.originalPurchaseDateMs = t0
+        var renewal = Apple.period("4", otid: otid, start: t0 + 4 * month, token: accountB)
+        renewal.transactionReason = "RENEWAL"
+        renewal.originalPurchaseDateMs = t0
+        let buy = Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [first], signed: t0)
+        let resubscribe = Apple.v2("SUBSCRIBED", subtype: "RESUBSCRIBE", uuid: "resubscribe", otid: otid, [repurchase], signed: t0 + 3 * month)
+        let renew = Apple.v2("DID_RENEW", uuid: "renew", otid: otid, [renewal], signed: t0 + 4 * month)
+        for run in everyOrder([buy, resubscribe, renew]) {
+            XCTAssertEqual(run.t.state(otid).userId, accountB, "order \(run.order)")
+            XCTAssertTrue(run.t.user(accountA).isEmpty, "order \(run.order)")
+        }
+    }
+
+    /// A token named only by the renewal info (no transaction carries it) is no claim of its own
+    /// time: account B's restore keeps the subscription in every order.
+    func testR17ATokenOnlyInTheRenewalInfoDoesNotOutrankAnUpload() {
+        let accountA = "aaaaaaaa-0000-4000-8000-00000000000a"
+        let first = Apple.period("1", otid: otid, start: t0)
+        var renewal = Apple.period("2", otid: otid, start: t0 + month)
+        renewal.transactionReason = "RENEWAL"
+        renewal.originalPurchaseDateMs = t0
+        var restore = Apple.receipt(user: "account-b", otid: otid, [first], id: "restore-b")
+        restore.receivedAtMs = t0 + 10 * day
+        let info = RenewalFacts(originalTransactionId: otid, productId: "vip.a.1m", autoRenewProductId: "vip.a.1m",
+                                autoRenewStatus: true, appAccountToken: accountA)
+        let renew = Apple.v2("DID_RENEW", uuid: "renew", otid: otid, [renewal], renewal: info, signed: t0 + month)
+        for run in everyOrder([restore, renew]) {
+            XCTAssertEqual(run.t.state(otid).userId, "account-b", "order \(run.order)")
+            XCTAssertTrue(run.t.user(accountA).isEmpty, "order \(run.order)")
+        }
+        // Alone, it still links the subscription to its account (S10's only trace of the user).
+        var t = Transcript(catalog: TestCatalog.standard)
+        t.feed(renew)
+        XCTAssertEqual(t.state(otid).userId, accountA)
+    }
+
     /// The first account uploading the same receipt again, after another account's upload, claims it
     /// back: each upload is a claim at its own time (the decoder gives each its own event id).
     func testR17UploadingTheSameReceiptAgainClaimsItBack() {

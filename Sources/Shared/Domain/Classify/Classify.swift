@@ -70,13 +70,10 @@ struct Classification {
             ?? event.renewalInfo?.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
         guard let token else { return }
         let user = UserId.normalized(token)   // R17: a UUID in any case is one user; other ids exactly
-        // R17: the token claims as of the first purchase that carries it; membership keeps the earliest.
-        // A renewal repeats the token the app set on the subscription's purchase: it claims as of that
-        // purchase, not as of itself, even when the purchase was never seen here.
-        let claimed = carriers.filter { $0.appAccountToken.map { UserId.same($0, user) } ?? false }.map { t in
-            t.transactionReason == "RENEWAL" ? min(t.purchaseDateMs, t.originalPurchaseDateMs ?? t.purchaseDateMs) : t.purchaseDateMs
-        }.min()
-        add("link", .linkUser(UserLink(userId: user, via: UserLink.appAccountToken, transfer: transfer, claimedAtMs: claimed)),
+        let claim = TokenClaim(carriers: carriers.filter { $0.appAccountToken.map { UserId.same($0, user) } ?? false },
+                               earliestOriginalMs: event.transactions.compactMap(\.originalPurchaseDateMs).min(),
+                               statedAtMs: event.appleStatedAtMs)
+        add("link", .linkUser(UserLink(userId: user, via: claim.via, transfer: transfer, claimedAtMs: claim.atMs)),
             "\(via) carries appAccountToken \(user)", cause())
     }
 

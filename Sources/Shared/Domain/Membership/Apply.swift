@@ -302,11 +302,16 @@ extension MembershipBook {
 
     /// R17: only a claim moves a subscription, and the latest claim owns it. A receipt upload claims
     /// when it was uploaded (a later upload by the same account renews its claim); a token claims as
-    /// of the first purchase carrying it, so a renewal repeating the token is no new claim. Claims are
-    /// kept with their times and the owner is the latest, so any arrival order gives the same owner.
+    /// of the first purchase carrying it, so a renewal repeating the token is no new claim. A token seen
+    /// on renewals only claims provisionally, as of the original purchase, until a purchase carrying it
+    /// says when it was set. Claims are kept with their times and the owner is the latest, so any
+    /// arrival order gives the same owner.
     private mutating func applyClaim(_ link: UserLink, at: Int64, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let claimKey = "\(link.via)|\(link.userId)"
+        let exactKey = "\(UserLink.appAccountToken)|\(link.userId)"
+        if link.via == UserLink.renewedAppAccountToken, subscriptions[key]!.claims[exactKey] != nil { return [] }
+        if link.via == UserLink.appAccountToken { subscriptions[key]!.claims["\(UserLink.renewedAppAccountToken)|\(link.userId)"] = nil }
         let previous = subscriptions[key]!.claims[claimKey]
         subscriptions[key]!.claims[claimKey] = link.isUpload ? max(previous ?? at, at) : min(previous ?? at, at)
         let current = subscriptions[key]!.userId

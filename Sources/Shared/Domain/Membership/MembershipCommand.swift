@@ -219,7 +219,8 @@ public struct RenewalState: Codable, Sendable, Equatable {
 
 public struct UserLink: Codable, Sendable, Equatable {
     public var userId: String
-    /// How we know: "receipt-upload", "app-account-token".
+    /// How we know: "receipt-upload", "app-account-token", or "app-account-token-renewal" (a token
+    /// only renewals repeat: a provisional claim, replaced by the purchase's own once seen).
     public var via: String
     /// What to do when the subscription already belongs to another user (catalog `accounts.transfer`).
     public var transfer: AccountPolicy.TransferPolicy
@@ -230,6 +231,7 @@ public struct UserLink: Codable, Sendable, Equatable {
 
     public static let receiptUpload = "receipt-upload"
     public static let appAccountToken = "app-account-token"
+    public static let renewedAppAccountToken = "app-account-token-renewal"
 
     public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move, claimedAtMs: Int64? = nil) {
         self.userId = userId
