@@ -54,4 +54,59 @@ final class KafkaPauseTests: XCTestCase {
         while seen[0]!.count < 30, Date() < resumeDeadline { take(try consumer.poll(maxRecords: 5, timeout: .milliseconds(200))) }
         XCTAssertEqual(seen[0]!, Array(0..<30), "resumed exactly after the last polled record")
     }
+
+    /// A partition paused before a rebalance comes back unpaused when it is assigned again: the loop
+    /// starts every new assignment unpaused, so one left paused inside librdkafka was never read again
+    /// (a chaos run's decode and classify groups stalled so, their lag constant).
+    func testAPartitionPausedBeforeARebalanceIsReadAfterItIsAssignedAgain() throws {
+        let broker = try EmbeddedBroker()
+        defer { broker.close() }
+        let topic = "repause-\(UUID().uuidString.prefix(8))"
+        try broker.createTopic(topic, partitions: 2)
+        let config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "pause-tests",
+                                 sessionTimeout: .milliseconds(3000), heartbeatInterval: .milliseconds(500),
+                                 fetchMaxWait: .milliseconds(10))
+        let producer = try KafkaProducer(config: config)
+        defer { producer.close() }
+        for partition in Int32(0)...1 {
+            _ = try producer.sendAndWait(topic: topic, key: nil, value: Array("\(partition)".utf8), partition: partition, timeout: .seconds(10))
+        }
+        let group = "repause-\(UUID().uuidString)"
+        let consumer = try KafkaConsumer(config: config, groupId: group, topics: [topic])
+        defer { consumer.close() }
+        let both: Set = [PartitionID(topic: topic, partition: 0), PartitionID(topic: topic, partition: 1)]
+        func poll(until condition: () -> Bool, _ what: String) throws {
+            let deadline = Date().addingTimeInterval(30)
+            while !condition(), Date() < deadline { _ = try consumer.poll(maxRecords: 10, timeout: .milliseconds(100)) }
+            XCTAssertTrue(condition(), what)
+        }
+        try poll(until: { Set(consumer.assignment) == both }, "the first member holds both partitions")
+        try consumer.pause(Array(both))
+        let generation = consumer.rebalanceGeneration
+
+        // A second member joins and leaves: two rebalances, after which the first holds both again.
+        let other = try KafkaConsumer(config: config, groupId: group, topics: [topic])
+        let joined = Date().addingTimeInterval(30)
+        while Set(consumer.assignment) == both, Date() < joined {
+            _ = try consumer.poll(maxRecords: 10, timeout: .milliseconds(100))
+            _ = try other.poll(maxRecords: 10, timeout: .milliseconds(100))
+        }
+        XCTAssertNotEqual(Set(consumer.assignment), both, "the second member took a partition")
+        other.close()
+        try poll(until: { Set(consumer.assignment) == both && consumer.rebalanceGeneration > generation + 2 },
+                 "the first member holds both partitions again")
+
+        // Nothing resumed them: records still arrive from both.
+        for partition in Int32(0)...1 {
+            _ = try producer.sendAndWait(topic: topic, key: nil, value: Array("after-\(partition)".utf8), partition: partition, timeout: .seconds(10))
+        }
+        var read: Set<Int32> = []
+        let deadline = Date().addingTimeInterval(20)
+        while read.count < 2, Date() < deadline {
+            for record in try consumer.poll(maxRecords: 10, timeout: .milliseconds(100)) where String(decoding: record.value, as: UTF8.self).hasPrefix("after-") {
+                read.insert(record.partition)
+            }
+        }
+        XCTAssertEqual(read, [0, 1], "both partitions are read after they came back")
+    }
 }

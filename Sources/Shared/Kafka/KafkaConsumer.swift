@@ -349,6 +349,11 @@ private func serveRebalance(_ client: OpaquePointer?, _ event: rd_kafka_resp_err
             let error = rd_kafka_assign(client, partitions)
             if error != RD_KAFKA_RESP_ERR_NO_ERROR { failure = KafkaError(error, "assign") }
         }
+        // librdkafka keeps an application's pause across unassign and assign (librdkafka#1849): a
+        // partition paused before a rebalance would come back paused while the loop, which starts
+        // every new assignment unpaused, never resumes it, and it would never be read again. The loop
+        // pauses again whatever an outage or retry still holds.
+        if failure == nil, let partitions { _ = rd_kafka_resume_partitions(client, partitions) }
         rebalanceLogger.info("kafka_partitions_assigned", ["client": .string(String(cString: rd_kafka_name(client))),
                                                            "partitions": .of(count)])
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
