@@ -170,6 +170,29 @@ final class StrangeTrafficTests: XCTestCase {
         }
     }
 
+    /// R15 after a switch: Apple support refunds the upgrade's new purchase, and the CANCEL names no web
+    /// order line item. The period running at its instant is the new purchase; the old one, which the
+    /// upgrade cut already, is not named (its copy showing that earlier cancellation changes nothing).
+    func testR15TopLevelCancellationAfterAnUpgradeCutsTheNewPurchase() {
+        let switchAt = t0 + 10 * day
+        let refundAt = switchAt + 5 * day
+        var upgraded = Apple.period("A", otid: otid, start: t0)
+        upgraded.cancellationDateMs = switchAt
+        upgraded.isUpgraded = true
+        let b = Apple.period("B", otid: otid, product: "vip.premium.1m", start: switchAt)
+        let upgrade = Apple.v1("INTERACTIVE_RENEWAL", otid: otid, [upgraded, b], autoRenewProduct: "vip.premium.1m")
+        for listed in [[upgraded, b], [b, upgraded], [], [b]] {
+            let cancel = topLevelCancel(web: nil, at: refundAt, shows: listed, reason: "0")
+            assertConverges([upgrade, cancel], to: [interval(t0, refundAt)])
+            var t = Transcript()
+            t.feed(upgrade)
+            let step = t.feed(cancel)
+            let cut = step.entries.first { $0.kind == .cut }
+            XCTAssertEqual(cut?.interval, interval(refundAt, switchAt + month), "listed \(listed.map(\.transactionId))")
+            XCTAssertFalse(step.entries.contains { $0.kind == .record }, "no 'unmatched' record, listed \(listed.map(\.transactionId))")
+        }
+    }
+
     /// R15: of a web-less copy and the copy carrying the named web order id, both running at the
     /// instant, the one named by its web order id is cut.
     func testR15TheCopyCarryingTheNamedWebOrderIdIsCutFirst() {

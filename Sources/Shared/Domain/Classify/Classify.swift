@@ -266,7 +266,8 @@ struct Classification {
         // already or older than what it holds (a V2 REFUND came first): no change, and nothing unmatched.
         let target = CancellationTarget(webOrderLineItemId: meta.webOrderLineItemId, originalTransactionId: meta.originalTransactionId, atMs: at)
         let matched = event.transactions.contains(where: target.names) || cancelled.contains { t in
-            t.cancellationDateMs != nil && (meta.webOrderLineItemId.map { $0 == t.webOrderLineItemId } ?? true)
+            guard let date = t.cancellationDateMs else { return false }
+            return meta.webOrderLineItemId.map { $0 == t.webOrderLineItemId } ?? (wholeSecond(date) == wholeSecond(at))
         }
         guard !matched else { return }
         let web = meta.webOrderLineItemId.map { " web_order_line_item_id \($0)" } ?? ""

@@ -192,6 +192,13 @@ struct CancellationTarget {
         if let web = webOrderLineItemId, t.webOrderLineItemId != nil { return t.webOrderLineItemId == web }
         if let otid = originalTransactionId, t.originalTransactionId != otid { return false }
         return t.purchaseDateMs <= atMs.saturatingSubtracting(Self.replacementWindowMs) && atMs < (t.expiresDateMs ?? Int64.max)
+            && !wasCancelledBefore(t)
+    }
+
+    /// A period cancelled before the instant (an upgrade's old purchase, an earlier refund) was no
+    /// longer running then: the refund of its replacement names the replacement, not it.
+    func wasCancelledBefore(_ t: TransactionFacts) -> Bool {
+        t.cancellationDateMs.map { wholeSecond($0) < wholeSecond(atMs) } ?? false
     }
 
     /// Of two copies it names, whether `a` is rather the one cancelled: one carrying the web order id,
