@@ -509,6 +509,24 @@ final class StrangeTrafficTests: XCTestCase {
         assertConverges([buy, failedRenewal(graceEnd: graceEnd, a), refund], to: [interval(t0, t0 + month + 4 * day)])
     }
 
+    /// R11: a late refund of a period long over deducts nothing, also while a later period's billing
+    /// grace runs: only a refund of the period the grace follows (or a later one) ends the grace.
+    func testALateRefundOfAnOldPeriodLeavesTheGracePeriodWhole() {
+        let a = Apple.period("A", otid: otid, start: t0)
+        let b = Apple.period("B", otid: otid, start: t0 + month)
+        let graceEnd = t0 + 2 * month + 16 * day
+        var refunded = a
+        refunded.cancellationDateMs = t0 + 2 * month + 4 * day
+        let buy = Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [a], signed: t0)
+        let renew = Apple.v2("DID_RENEW", uuid: "renew", otid: otid, [b], signed: t0 + month)
+        let failed = Apple.v2("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", uuid: "failed", otid: otid, [b],
+                              renewal: RenewalFacts(originalTransactionId: otid, productId: "vip.a.1m", autoRenewProductId: "vip.a.1m",
+                                                    autoRenewStatus: true, isInBillingRetryPeriod: true, gracePeriodExpiresDateMs: graceEnd),
+                              signed: t0 + 2 * month)
+        let refund = Apple.v2("REFUND", uuid: "refund", otid: otid, [refunded], signed: t0 + 2 * month + 4 * day)
+        assertConverges([buy, renew, failed, refund], to: [interval(t0, graceEnd)])
+    }
+
     // MARK: R19 — prorated refunds, offer discount types
 
     func testProratedRefundOfAConsumableDebitsTheRefundedShare() {

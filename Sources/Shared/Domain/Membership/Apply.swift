@@ -491,14 +491,17 @@ struct Target {
         self.init(interval: interval.isEmpty ? nil : interval, endedBy: endedBy)
     }
 
-    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED, or at
-    /// a refund or revocation of the group's purchases during the grace period.
+    /// Apple serves through a grace period until it ends it: at GRACE_PERIOD_EXPIRED, or at a
+    /// refund or revocation during the grace period of the period it follows (or a later purchase of
+    /// the group). A late refund of a period long over deducts nothing (R11), grace included.
     init(grace: SubscriptionState.GraceRecord, in facts: TargetFacts) {
         var interval = Interval(startMs: grace.startMs, endMs: grace.endMs)
         var endedBy = EndedBy.period
         let within = { (at: Int64) in at >= grace.startMs && at < grace.endMs }
         if let ended = facts.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
-        let cuts = facts.grants.values.filter { $0.group == grace.group }.compactMap(\.cut)
+        // Period ends are whole seconds; the grace may start at Apple's expiry with its milliseconds.
+        let followed = grace.startMs.saturatingSubtracting(1000)
+        let cuts = facts.grants.values.filter { $0.group == grace.group && ($0.endMs ?? .max) >= followed }.compactMap(\.cut)
             .filter { ($0.kind == .refund || $0.kind == .revoke) && within($0.atMs) }
         if let cut = cuts.min(by: { ($0.atMs, $0.kind.rawValue) < ($1.atMs, $1.kind.rawValue) }), cut.atMs < interval.endOrMax {
             interval.endMs = cut.atMs
