@@ -540,6 +540,16 @@ final class StrangeTrafficTests: XCTestCase {
         for run in everyOrder([buy, refund]) {
             XCTAssertEqual(run.t.state("c").balance(group: "coins"), 67, "100 units, 33.333 % refunded: 33 debited, order \(run.order)")
         }
+        // A later copy of the same refund without Apple's details (a receipt, a V1 body) keeps the share.
+        var receiptCopy = coins
+        receiptCopy.cancellationDateMs = t0 + day
+        var receipt = Apple.receipt(user: nil, otid: "c", [receiptCopy], id: "after-refund")
+        receipt.statedAtMs = t0 + 2 * day
+        var v1 = Apple.v1("REFUND", otid: "c", [receiptCopy], autoRenew: nil)
+        v1.notification?.cancellationDateMs = t0 + day
+        for run in everyOrder([buy, refund, receipt, v1]) {
+            XCTAssertEqual(run.t.state("c").balance(group: "coins"), 67, "the refunded share is debited once, order \(run.order)")
+        }
         var t = Transcript()
         t.feed(buy)
         let step = t.feed(refund)

@@ -69,7 +69,7 @@ public func dedupe(event: AppleEvent, known: [KnownPurchase], rule: DedupeRule =
             var purchase = memory[index]
             var merged = merge(purchase.facts, with: transaction)
             let current = CancellationStatement(purchase)
-            let winner = copy.isNewer(than: current) ? copy : current
+            let winner = copy.isNewer(than: current) ? copy.detailed(by: current) : current.detailed(by: copy)
             winner.apply(to: &merged)
             let factsChanged = materiallyDiffers(purchase.facts, merged)
             var recordChanged = factsChanged || merged != purchase.facts || purchase.cancellationStatedAtMs != winner.statedAtMs
@@ -250,6 +250,22 @@ struct CancellationStatement {
         case (.some, nil): return true
         default: return false
         }
+    }
+
+    /// The same cancellation (same second) told by a copy without Apple's details: a receipt or a
+    /// V1 body carries no revocation type or share, and may lack the reason. The details another
+    /// statement gave of it stand, so a later receipt copy does not turn a prorated refund into a
+    /// full one (R19).
+    func detailed(by other: CancellationStatement) -> CancellationStatement {
+        guard let mine = dateMs, let theirs = other.dateMs,
+              PurchaseIdentity.second(ofMs: mine) == PurchaseIdentity.second(ofMs: theirs) else { return self }
+        var result = self
+        result.reason = reason ?? other.reason
+        if revocationType == nil, revocationPercentage == nil {
+            result.revocationType = other.revocationType
+            result.revocationPercentage = other.revocationPercentage
+        }
+        return result
     }
 
     func apply(to facts: inout TransactionFacts) {
