@@ -53,6 +53,21 @@ final class IdentityAndDedupeTests: XCTestCase {
         XCTAssertEqual(second.updated.first?.aliases, ["1", "2"])
     }
 
+    /// S1 with the restore seen first: its copy says the purchase was made at the restore, the original
+    /// copy (same web order line item) says earlier. One grant, from the earliest, in either order.
+    func testS1RestoreCopyFirstStillGrantsFromTheOriginalPurchase() {
+        let original = Apple.tx("100", otid: "s1", purchase: t0, expires: t0 + month, web: "w100")
+        let restored = Apple.tx("101", otid: "s1", purchase: t0 + 5 * day, expires: t0 + month, web: "w100")
+        let buy = Apple.v1("INITIAL_BUY", otid: "s1", [original])
+        let restore = Apple.receipt(user: nil, otid: "s1", [restored], id: "restore")
+        for events in [[buy, restore], [restore, buy]] {
+            var t = Transcript()
+            for event in events { t.feed(event) }
+            XCTAssertEqual(t.entitlement("s1"), [interval(t0, t0 + month)], "\(events.map(\.eventId))")
+            XCTAssertEqual(t.known["s1"]?.count, 1)
+        }
+    }
+
     func testS2ClientUploadV1AndV2OfTheSameRenewalGrantOnce() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "s2", [Apple.period("10", otid: "s2", start: t0)]))

@@ -351,12 +351,14 @@ private func either(_ a: Bool?, _ b: Bool?) -> Bool? {
     return a ?? b
 }
 
-/// Facts that change what membership grants or what finance sees. The purchase instant is not one
-/// of them: membership grants from the purchase *second* (R1), which copies share; expiry and
-/// cancellation are compared at the second too (a receipt writes whole seconds, V2 milliseconds).
+/// Facts that change what membership grants or what finance sees, compared at the second (R1: a
+/// receipt writes whole seconds, V2 milliseconds). The purchase second is one of them: a copy matched
+/// by its web order id may say the purchase was made earlier (the first copy seen was a restore), and
+/// the grant starts at the earliest (`merge`), whichever copy came first.
 func materiallyDiffers(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
     func second(_ ms: Int64?) -> Int64? { ms.map(PurchaseIdentity.second(ofMs:)) }
-    return second(a.expiresDateMs) != second(b.expiresDateMs) || second(a.cancellationDateMs) != second(b.cancellationDateMs)
+    return second(a.purchaseDateMs) != second(b.purchaseDateMs)
+        || second(a.expiresDateMs) != second(b.expiresDateMs) || second(a.cancellationDateMs) != second(b.cancellationDateMs)
         || a.cancellationReason != b.cancellationReason || a.isUpgraded != b.isUpgraded
         || a.isTrialPeriod != b.isTrialPeriod || a.isInIntroOfferPeriod != b.isInIntroOfferPeriod
         || a.promotionalOfferId != b.promotionalOfferId || a.offerCodeRefName != b.offerCodeRefName
