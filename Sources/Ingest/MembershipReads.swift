@@ -55,7 +55,7 @@ struct MembershipReads: Sendable {
                       readableBy principal: Principal?) throws -> HTTPResponse {
         try pool.withConnection { db in
             let queries = MembershipQueries(db)
-            var key = requested
+            var key = SubscriptionKey.normalized(requested)
             var state: SubscriptionState?
             if requested.contains("@") {
                 state = try queries.subscription(key)

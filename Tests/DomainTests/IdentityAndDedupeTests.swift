@@ -68,6 +68,16 @@ final class IdentityAndDedupeTests: XCTestCase {
         }
     }
 
+    /// R18 keys as readers write them: the environment after `@` in any case or V1's name.
+    func testSubscriptionKeysTakeTheEnvironmentInAnySpelling() {
+        XCTAssertEqual(SubscriptionKey.normalized("2000@sandbox"), "2000@Sandbox")
+        XCTAssertEqual(SubscriptionKey.normalized("2000@LOCAL-TESTING"), "2000@LocalTesting")
+        XCTAssertEqual(SubscriptionKey.normalized("2000@PROD"), "2000", "Production's key is the bare id")
+        XCTAssertEqual(SubscriptionKey.normalized("2000@Xcode"), "2000@Xcode")
+        XCTAssertEqual(SubscriptionKey.normalized("2000@Staging"), "2000@Staging", "an unknown environment stays as given")
+        XCTAssertEqual(SubscriptionKey.normalized("2000"), "2000")
+    }
+
     func testS2ClientUploadV1AndV2OfTheSameRenewalGrantOnce() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "s2", [Apple.period("10", otid: "s2", start: t0)]))

@@ -188,6 +188,9 @@ final class EdgeSecurityTests: XCTestCase {
         expect(200, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Sandbox"), "named environment")
         expect(404, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Production"), "none in Production")
         expect(400, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)?environment=Prod"), "an unknown environment")
+        // The key's environment in Apple's and V1's spellings, in any case.
+        expect(200, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)@sandbox"), "its key, lower case")
+        expect(404, try HTTP.get("\(ingest)/v1/subscriptions/\(otid)@PROD"), "V1's name of Production: none there")
     }
 
     /// Apple's endpoint takes no credential, so what it writes is bounded by what Apple sends: a V2

@@ -12,6 +12,22 @@ public enum SubscriptionKey {
     public static func make(originalTransactionId: String, environment: String) -> String {
         environment == production ? originalTransactionId : "\(originalTransactionId)@\(environment)"
     }
+
+    /// An environment as a reader may spell it (any case; V1's "PROD"), in StoreLedger's name.
+    static func environment(named text: String) -> String? {
+        switch text.lowercased() {
+        case "production", "prod": return production
+        case "localtesting", "local-testing", "local_testing": return "LocalTesting"
+        default: return environments.first { $0.lowercased() == text.lowercased() }
+        }
+    }
+
+    /// A key as a reader may write it: the environment after `@` in any spelling `environment(named:)`
+    /// takes (`…@sandbox`, `…@PROD`), else the key as given.
+    public static func normalized(_ key: String) -> String {
+        guard let at = key.lastIndex(of: "@"), let environment = environment(named: String(key[key.index(after: at)...])) else { return key }
+        return make(originalTransactionId: String(key[..<at]), environment: environment)
+    }
 }
 
 /// R17: how user ids compare. StoreKit sends `appAccountToken` in lower case while apps often
