@@ -13,7 +13,8 @@ import XCTest
 /// failing endpoint slows nobody else); after recovery the flaky one has accepted every event
 /// exactly once, in per-user order; every request's StoreLedger-Signature verifies (also with the
 /// openssl command line, as the README shows); `storeledger webhooks show` logs the failed attempts,
-/// and ingest's admin routes `/v1/admin/webhooks[/{endpoint}/deliveries]` answer the same log.
+/// and ingest's admin routes `/v1/admin/webhooks[/{endpoint}/deliveries]` answer the same log. Two
+/// workers run: each endpoint has one deliverer, the other worker stands by.
 final class WebhookDeliveryTests: XCTestCase {
     func testFailingTimingOutAndRecoveringEndpointGetsEveryEventOnceSigned() throws {
         let flaky = try Receiver(secret: "flaky-secret-0123456789abcdef")
@@ -34,7 +35,11 @@ final class WebhookDeliveryTests: XCTestCase {
         defer { sim.stop() }
         let environment = ["DATABASE_URL": sim.cluster.databaseURL, "STORELEDGER_WEBHOOKS": configFile,
                            "FLAKY_SECRET": flaky.secret, "STEADY_SECRET": steady.secret, "STORELEDGER_LOG_LEVEL": "warning"]
-        try sim.cluster.supervisor.start(.init(role: "webhooks", arguments: ["worker", "webhooks"], environment: environment, onExit: .ignore))
+        // Two workers, as scale-out or a rolling deploy runs them: one delivers per endpoint, the other
+        // stands by, so nothing is sent twice.
+        for role in ["webhooks", "webhooks-standby"] {
+            try sim.cluster.supervisor.start(.init(role: role, arguments: ["worker", "webhooks"], environment: environment, onExit: .ignore))
+        }
 
         flaky.set(.fail)
         var population = PopulationConfig()

@@ -8,6 +8,16 @@ public struct WebhookStore {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }
 
+    /// Arbitrary, fixed: the class of the advisory locks that make one deliverer per endpoint active.
+    static let delivererLockClass: Int32 = 0x534C_0017
+
+    /// Takes this endpoint's deliverer lock if free (true); it lasts as long as this connection, so a
+    /// deliverer that dies or loses PostgreSQL hands the endpoint to a standby. Two workers sending the
+    /// same due rows would each POST them.
+    public func tryTakeDelivererLock(endpoint: String) throws -> Bool {
+        try db.query("SELECT pg_try_advisory_lock(\(Self.delivererLockClass), hashtext(\(endpoint))) AS held").first?.bool("held") == true
+    }
+
     /// Takes the outbox rows ordered since the endpoint's cursor as pending deliveries and moves the
     /// cursor, in one transaction. `relay_seq` is assigned by the single active relay, one transaction
     /// after another, so the cursor never skips a row that commits later.

@@ -41,6 +41,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     private let logger = Logger(component: "webhooks")
     /// Rounds wait this long when there is nothing to do.
     public var idleWait: Duration = .milliseconds(200)
+    /// A standby (another worker delivers to the endpoint) asks for the endpoint this often.
+    public var standbyWait: Duration = .seconds(1)
 
     public init(config: WebhookConfig, databaseURL: String) {
         self.config = config
@@ -73,13 +75,31 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         return failures.withLock { $0.isEmpty } ? 0 : 1
     }
 
+    /// One endpoint's rounds. Another worker may run beside this one (scale-out, a rolling deploy):
+    /// the endpoint's session lock makes one of them the deliverer and the others stand by, taking
+    /// over when its session ends.
     private func deliverLoop(_ endpoint: WebhookConfig.Endpoint, until stop: StopSignal) throws {
-        var db = try PGConnection(url: databaseURL)
-        defer { db.close() }
+        var db: PGConnection?
+        defer { db?.close() }
+        var delivering = false
         let signer = WebhookSigner(secret: endpoint.secret)
         while !stop.isStopped {
             do {
-                let store = WebhookStore(db)
+                if db == nil || db?.isBroken == true {
+                    db?.close()
+                    db = nil
+                    delivering = false
+                    db = try PGConnection(url: databaseURL)
+                }
+                let store = WebhookStore(db!)
+                if !delivering {
+                    delivering = try store.tryTakeDelivererLock(endpoint: endpoint.id)
+                    guard delivering else {
+                        _ = stop.wait(timeout: standbyWait)
+                        continue
+                    }
+                    logger.info("webhook_delivering", ["endpoint": .string(endpoint.id)])
+                }
                 try store.enqueue(endpoint: endpoint.id)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
                 for delivery in due where !stop.isStopped {
@@ -87,10 +107,10 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                 }
                 if due.isEmpty { _ = stop.wait(timeout: idleWait) }
             } catch let error as PGError {
-                // PostgreSQL away: wait and reconnect; nothing is lost (the rows wait in the outbox).
+                // PostgreSQL away: wait and reconnect (the next round); nothing is lost, the rows wait
+                // in the outbox.
                 logger.warning("webhook_database_error", ["endpoint": .string(endpoint.id), "error": .string(error.description)])
                 _ = stop.wait(timeout: .seconds(1))
-                if db.isBroken { db = try PGConnection(url: databaseURL) }
             }
         }
     }
