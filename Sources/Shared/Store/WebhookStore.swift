@@ -43,6 +43,9 @@ public struct WebhookStore {
         public var eventKey: String
         public var eventType: String
         public var attempts: Int
+        /// Attempts since the retry window opened (`first_attempt_at`): a resend opens a new window,
+        /// and the backoff starts again from its first step.
+        public var windowAttempts: Int
         public var firstAttemptMs: Int64?
         public var payload: [UInt8]
     }
@@ -51,8 +54,11 @@ public struct WebhookStore {
     /// one), those due now, oldest first.
     public func due(endpoint: String, nowMs: Int64, limit: Int = 50) throws -> [Due] {
         try db.query("""
-            SELECT h.entry_id, h.event_key, h.event_type, h.attempts, h.first_ms, o.payload FROM (
-                SELECT DISTINCT ON (event_key) entry_id, event_key, event_type, attempts, relay_seq, next_attempt_at,
+            SELECT h.entry_id, h.event_key, h.event_type, h.attempts, h.first_ms, o.payload,
+                   (SELECT count(*) FROM webhook_attempts a WHERE a.endpoint_id = \(endpoint) AND a.entry_id = h.entry_id
+                        AND a.attempted_at >= h.first_attempt_at) AS window_attempts
+            FROM (
+                SELECT DISTINCT ON (event_key) entry_id, event_key, event_type, attempts, relay_seq, next_attempt_at, first_attempt_at,
                        (extract(epoch FROM first_attempt_at) * 1000)::bigint AS first_ms
                 FROM webhook_deliveries WHERE endpoint_id = \(endpoint) AND status = 'pending'
                 ORDER BY event_key, relay_seq) h
@@ -61,7 +67,8 @@ public struct WebhookStore {
             ORDER BY h.relay_seq LIMIT \(limit)
             """).map { row in
             Due(entryId: try row.int64("entry_id"), eventKey: try row.string("event_key"), eventType: try row.string("event_type"),
-                attempts: try row.int("attempts"), firstAttemptMs: try row.decode("first_ms", as: Int64?.self),
+                attempts: try row.int("attempts"), windowAttempts: try row.int("window_attempts"),
+                firstAttemptMs: try row.decode("first_ms", as: Int64?.self),
                 payload: Array(try row.string("payload").utf8))
         }
     }

@@ -1,0 +1,63 @@
+import Domain
+import Foundation
+import Postgres
+import Store
+import TestSupport
+import XCTest
+
+/// The webhook tables against PostgreSQL: one deliverer per endpoint, and a resend's fresh retry
+/// window (its backoff starts again at the first step).
+final class WebhookStoreTests: PGTestCase {
+    private func outboxRow(_ db: PGConnection, entry: Int64, seq: Int64) throws {
+        try db.execute("""
+            INSERT INTO membership_outbox (event_key, entry_id, subscription_key, event_type, payload, relay_seq, kafka_partition)
+            VALUES ('u-1', \(entry), 's', 'membership.granted', '{}', \(seq), 0)
+            """)
+    }
+
+    func testOneDelivererPerEndpointUntilItsSessionEnds() throws {
+        let url = try migratedDatabaseURL()
+        let first = try PGConnection(url: url)
+        let second = try PGConnection(url: url)
+        defer { second.close() }
+        XCTAssertTrue(try WebhookStore(first).tryTakeDelivererLock(endpoint: "crm"))
+        XCTAssertFalse(try WebhookStore(second).tryTakeDelivererLock(endpoint: "crm"), "the endpoint has its deliverer")
+        XCTAssertTrue(try WebhookStore(second).tryTakeDelivererLock(endpoint: "billing"), "another endpoint is free")
+        first.close()
+        // The server lets the lock go once the closed session's backend has exited.
+        var taken = false
+        let deadline = Date().addingTimeInterval(10)
+        while !taken, Date() < deadline {
+            taken = try WebhookStore(second).tryTakeDelivererLock(endpoint: "crm")
+            if !taken { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        XCTAssertTrue(taken, "the standby takes over when the session ends")
+    }
+
+    func testAResendStartsTheBackoffAgainFromItsFirstStep() throws {
+        let db = try migratedDatabase()
+        defer { db.close() }
+        try outboxRow(db, entry: 7, seq: 1)
+        let store = WebhookStore(db)
+        XCTAssertEqual(try store.enqueue(endpoint: "crm"), 1)
+        let policy = WebhookRetryPolicy(baseDelayMs: 10_000, maxDelayMs: 3_600_000, giveUpAfterMs: 259_200_000)
+        var now: Int64 = 1_800_000_000_000
+        func failOnce() throws -> WebhookStore.Due {
+            let due = try XCTUnwrap(try store.due(endpoint: "crm", nowMs: now).first)
+            let next = policy.afterFailure(attempts: due.windowAttempts + 1, firstAttemptMs: due.firstAttemptMs ?? now, nowMs: now)
+            try store.record(endpoint: "crm", entryId: due.entryId, attempt: due.attempts + 1, atMs: now, durationMs: 1,
+                             outcome: .failed(status: 500, error: "HTTP 500", next: next))
+            now += 4_000_000
+            return due
+        }
+        XCTAssertEqual(try (0..<5).map { _ in try failOnce().windowAttempts }, [0, 1, 2, 3, 4])
+        XCTAssertTrue(try store.resend(endpoint: "crm", entryId: 7))
+        let resent = try failOnce()
+        XCTAssertEqual(resent.attempts, 5, "attempts keep counting for the log")
+        XCTAssertEqual(resent.windowAttempts, 0, "a resend opens a new window")
+        let retry = try XCTUnwrap(try store.due(endpoint: "crm", nowMs: now).first)
+        XCTAssertEqual(retry.windowAttempts, 1)
+        let next = try db.query("SELECT (extract(epoch FROM next_attempt_at) * 1000)::bigint - (extract(epoch FROM last_attempt_at) * 1000)::bigint AS wait FROM webhook_deliveries").first!.int64("wait")
+        XCTAssertEqual(next, 10_000, "the first failure after the resend waits the first step, not the cap")
+    }
+}
