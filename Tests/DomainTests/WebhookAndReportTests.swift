@@ -94,6 +94,22 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(byDay["2025-02-02"]?.churnedBilling, 0)
     }
 
+    /// A trial whose user lapsed and bought again later did not convert, even once that purchase renews.
+    func testATrialFollowedByALapseIsNotConverted() {
+        func period(_ id: String, _ start: Int64, _ length: Int64, trial: Bool = false, renewal: Bool = false) -> FinanceTransaction {
+            FinanceTransaction(subscriptionKey: "s", purchaseId: id, productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                               environment: "Production", purchaseMs: start, expiresMs: start + length, isTrial: trial,
+                               priceMilli: trial ? nil : 9_990, currency: trial ? nil : "EUR", isRenewal: renewal, durationDays: 30,
+                               grantedStartMs: start, grantedEndMs: start + length)
+        }
+        let list = [period("trial", jan1, 7 * day, trial: true), period("again", jan1 + 45 * day, 30 * day),
+                    period("renewed", jan1 + 75 * day, 30 * day, renewal: true)]
+        let rows = SubscriptionMetrics.rows(list, renewals: [:], from: "2025-01-01", to: "2025-06-30", nowMs: jan1 + 200 * day)
+        let ended = rows.first { $0.day == "2025-01-08" }
+        XCTAssertEqual(ended?.trialsEnded, 1)
+        XCTAssertEqual(ended?.trialsConverted, 0)
+    }
+
     /// The report routes and the CLI accept only real calendar days (the operator route checks them at the edge).
     func testUTCDayStartAcceptsOnlyRealCalendarDays() {
         XCTAssertEqual(utcDayStartMs("1970-01-01"), 0)

@@ -87,7 +87,9 @@ public enum SubscriptionMetrics {
                 }
                 if t.cutKind == "refund", let cut = t.cancellationMs { update(utcDay(cut), t.environment, t.productId) { $0.refunds += 1 } }
                 if t.isFreeTrial, let end = t.expiresMs {
-                    let converted = list[(index + 1)...].contains { $0.isRenewal }
+                    // Converted: the next period is its paid renewal (a purchase after a lapse is not).
+                    let next = list.indices.contains(index + 1) ? list[index + 1] : nil
+                    let converted = next.map { $0.isRenewal && !$0.isFreeTrial } ?? false
                     update(utcDay(end), t.environment, t.productId) { row in
                         row.trialsEnded += 1
                         if converted { row.trialsConverted += 1 }
