@@ -56,7 +56,14 @@ struct WebhooksCommand: CLICommand {
         case "show":
             guard positionals.count == 2 || positionals.count == 3 else { throw UsageError("show ENDPOINT [ENTRY_ID]") }
             let entry = try positionals.count == 3 ? Self.entryId(positionals[2]) : nil
-            for attempt in try store.log(endpoint: positionals[1], entryId: entry) { try line(attempt) }
+            // Every attempt, a page at a time.
+            var shown = 0
+            while true {
+                let page = try store.log(endpoint: positionals[1], entryId: entry, limit: 1_000, offset: shown)
+                for attempt in page { try line(attempt) }
+                shown += page.count
+                if page.count < 1_000 { break }
+            }
         case "resend":
             guard positionals.count >= 3 else { throw UsageError("resend ENDPOINT ENTRY_ID...") }
             for text in positionals.dropFirst(2) {

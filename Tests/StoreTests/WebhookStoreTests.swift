@@ -59,5 +59,8 @@ final class WebhookStoreTests: PGTestCase {
         XCTAssertEqual(retry.windowAttempts, 1)
         let next = try db.query("SELECT (extract(epoch FROM next_attempt_at) * 1000)::bigint - (extract(epoch FROM last_attempt_at) * 1000)::bigint AS wait FROM webhook_deliveries").first!.int64("wait")
         XCTAssertEqual(next, 10_000, "the first failure after the resend waits the first step, not the cap")
+        // The log in pages: every attempt once, oldest first.
+        let pages = try (0..<4).map { try store.log(endpoint: "crm", limit: 2, offset: $0 * 2).map(\.attempt) }
+        XCTAssertEqual(pages, [[1, 2], [3, 4], [5, 6], []])
     }
 }
