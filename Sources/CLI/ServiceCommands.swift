@@ -209,13 +209,13 @@ struct IngestCommand: CLICommand {
         if let body = ingest.bodyTimeoutSeconds { config.bodyTimeout = .seconds(body) }
         let stop = StopSignal()
         stop.installSignalHandlers(logger: Logger(component: "ingest"))
-        let service = try IngestService(config: config)
+        let service = try IngestService(config: config, onProducerFailure: { stop.stop() })
         try service.start()
         print("ingest: http://\(config.host):\(service.port)")
         fflush(nil)
         stop.wait()
         service.stop()
-        return 0
+        return service.producerHasFailed ? 1 : 0
     }
 }
 

@@ -51,7 +51,7 @@ public struct IngestConfig: Sendable {
 /// acknowledged is lost). Also serves the membership read API from PostgreSQL.
 public final class IngestService: Sendable {
     private let config: IngestConfig
-    private let producer: KafkaProducer
+    let producer: KafkaProducer
     private let reads: MembershipReads?
     private let offers: OfferEndpoints
     private let support: SupportRoutes
@@ -61,9 +61,14 @@ public final class IngestService: Sendable {
     private let limiter = RateLimiter()
     private let bounded: BoundedReads
     private let appleCalls: BoundedReads
+    private let failed = Atomic<Bool>(false)
+    private let onProducerFailure: @Sendable () -> Void
     private let deadlines: WriteDeadlines
 
-    public init(config: IngestConfig) throws {
+    /// - Parameter onProducerFailure: called once when the broker producer fails for good (the
+    ///   caller stops the process; `producerHasFailed` then says so).
+    public init(config: IngestConfig, onProducerFailure: @escaping @Sendable () -> Void = {}) throws {
+        self.onProducerFailure = onProducerFailure
         let security = try config.security ?? EdgeSecuritySettings(EdgeConfiguration())
         self.security = security
         var kafka = config.kafka
@@ -100,6 +105,7 @@ public final class IngestService: Sendable {
     }
 
     public var port: Int { server.boundPort }
+    public var producerHasFailed: Bool { failed.load(ordering: .acquiring) }
 
     public func start() throws {
         if security.insecureUnverifiedV1 {
@@ -353,9 +359,18 @@ public final class IngestService: Sendable {
                     count(route, 503)
                     logger.warning("write_unconfirmed", ["topic": .string(topic), "error": .string(error.description)])
                 }
+                if let fatal = producer.fatalFailure { producerFailed(fatal) }
             }
         }
         deadlines.watch(responder, route: route)
+    }
+
+    /// The producer failed for good: every later write would get 503. Ingest stops (exit code 1) so
+    /// that whatever runs it starts a fresh process with a new producer; once is enough.
+    private func producerFailed(_ reason: String) {
+        guard !failed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        logger.error("kafka_producer_failed", ["error": .string(reason), "effect": "ingest stops; restart it"])
+        onProducerFailure()
     }
 
     /// Ready while the broker answers (every write needs it: without it each POST gets 503) and,

@@ -90,9 +90,23 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Whether the cluster answers a metadata request about `topic` within `timeout`: a readiness
-    /// check (librdkafka queues sends while no broker answers, so a send alone cannot tell).
+    /// check (librdkafka queues sends while no broker answers, so a send alone cannot tell). Never
+    /// while the producer has failed for good (`fatalFailure`): it would answer, but send nothing.
     public func brokerAnswers(topic: String, timeout: Duration) -> Bool {
-        (try? client.partitionCount(topic: topic, timeout: timeout)) != nil
+        fatalFailure == nil && (try? client.partitionCount(topic: topic, timeout: timeout)) != nil
+    }
+
+    /// librdkafka's fatal error, if one was raised (an idempotent producer that can no longer keep
+    /// its ordering guarantee): every later send fails, and only a new producer sends again.
+    public var fatalFailure: String? {
+        var text = [CChar](repeating: 0, count: 512)
+        guard rd_kafka_fatal_error(client.pointer, &text, text.count) != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Raises a fatal error as librdkafka would (tests of what a process does then).
+    public func raiseFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(client.pointer, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
     }
 
     public func flush(timeout: Duration) throws(KafkaError) {

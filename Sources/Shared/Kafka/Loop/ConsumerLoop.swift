@@ -150,6 +150,9 @@ public final class ConsumerLoop: Sendable {
                     let assignment = consumer.assignment
                     if generation != seenGeneration {
                         seenGeneration = generation
+                        // Another member may have committed further while it held our partitions: an
+                        // offset of ours from before the rebalance must never be sent again.
+                        commits.forget()
                         lag.reassigned()
                         work.assigned(assignment)
                     }
@@ -318,6 +321,12 @@ struct OffsetCommits {
 
     mutating func sent(_ offsets: [PartitionID: Int64]) {
         latest.merge(offsets) { max($0, $1) }
+    }
+
+    /// After a rebalance: the partitions start again from what the group committed.
+    mutating func forget() {
+        latest = [:]
+        resendDue = false
     }
 }
 

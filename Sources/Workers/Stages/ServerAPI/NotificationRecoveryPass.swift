@@ -162,11 +162,17 @@ struct SignerExchangeError: Error, CustomStringConvertible {
 /// Synchronous request/reply with the signer for API tokens: the request goes to the sign request
 /// topic, the reply is read from the reply topic with a consumer group of this process's own. A
 /// probe reply read back first proves the reader is assigned, so the real reply cannot be missed.
+/// The reader is polled only during an exchange: idle longer than librdkafka's max.poll.interval
+/// (5 min; tokens last as long), it leaves its group and would rejoin only after the next reply was
+/// written, past it (`latest`), so after a pause the probe proves the assignment again first.
 final class SignerExchange: Sendable {
     private let producer: KafkaProducer
     private let consumer: KafkaConsumer
     private let ready = Mutex(false)
     private let lock = Mutex(())
+    private let lastPollMs = Atomic<Int64>(0)
+    /// Well inside max.poll.interval.ms (300 s).
+    static let reprobeAfterIdleMs: Int64 = 60_000
 
     init(kafka: KafkaConfig) throws {
         var consumerKafka = kafka
@@ -186,6 +192,10 @@ final class SignerExchange: Sendable {
     /// The reply to `request`, or nil by its deadline. Call `awaitReader` first.
     @Sendable func exchange(_ request: APITokenRequest) -> APITokenReply? {
         lock.withLock { _ in
+            if currentTimeMs() - lastPollMs.load(ordering: .relaxed) > Self.reprobeAfterIdleMs {
+                ready.withLock { $0 = false }
+                guard probe(deadlineMs: request.deadlineMs) else { return nil }
+            }
             guard ready.withLock({ $0 }), let value = try? JSONEncoder().encode(request),
                   (try? producer.sendAndWait(topic: Topic.signRequests, key: Array(request.correlationId.utf8), value: [UInt8](value),
                                              timeout: .seconds(10))) != nil else { return nil }
@@ -195,7 +205,13 @@ final class SignerExchange: Sendable {
 
     /// Proves the reply reader is assigned by reading back a probe it wrote; false by the deadline.
     func awaitReader(deadlineMs: Int64) -> Bool {
-        if ready.withLock({ $0 }) { return true }
+        lock.withLock { _ in
+            if ready.withLock({ $0 }), currentTimeMs() - lastPollMs.load(ordering: .relaxed) <= Self.reprobeAfterIdleMs { return true }
+            return probe(deadlineMs: deadlineMs)
+        }
+    }
+
+    private func probe(deadlineMs: Int64) -> Bool {
         let probeId = "probe-" + UUID().uuidString.lowercased()
         let probe = APITokenReply(correlationId: probeId, status: .refused, reason: "reader probe")
         guard let value = try? JSONEncoder().encode(probe) else { return false }
@@ -212,6 +228,7 @@ final class SignerExchange: Sendable {
     private func read(until deadlineMs: Int64, _ matches: (APITokenReply) -> Bool) -> APITokenReply? {
         let decoder = JSONDecoder()
         while currentTimeMs() < deadlineMs {
+            defer { lastPollMs.store(currentTimeMs(), ordering: .relaxed) }
             guard let records = try? consumer.poll(maxRecords: 100, timeout: .milliseconds(100)) else { continue }
             for record in records {
                 if let reply = try? decoder.decode(APITokenReply.self, from: Data(record.value)), matches(reply) { return reply }

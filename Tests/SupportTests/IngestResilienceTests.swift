@@ -10,10 +10,11 @@ import Kafka
 import Synchronization
 import XCTest
 
-/// Requests that wait on something slow outside ingest (the broker for a raw record, Apple for an
-/// admin refresh) hold a thread each: beyond their bound, more are answered 503 at once instead
-/// of piling up. Served by the real HTTP server on loopback; the broker address has nothing behind it.
-final class InFlightBoundTests: XCTestCase {
+/// Ingest when what it depends on fails. Requests that wait on something slow outside ingest (the
+/// broker for a raw record, Apple for an admin refresh) hold a thread each: beyond their bound, more
+/// are answered 503 at once instead of piling up. A producer that failed for good stops ingest.
+/// Served by the real HTTP server on loopback; the broker address has nothing behind it.
+final class IngestResilienceTests: XCTestCase {
     private let kafka = KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "in-flight-bound-test")
 
     func testRawRecordReadsBeyondTheReadBoundAreRefusedAtOnce() throws {
@@ -73,6 +74,42 @@ final class InFlightBoundTests: XCTestCase {
         release.signal()
         XCTAssertEqual(Self.send(url, post: true, bearer: adminKey).wait().status, 200)
         XCTAssertEqual(calls.load(ordering: .relaxed), 3)
+    }
+
+    /// A producer that failed for good (librdkafka's fatal error: an idempotent producer that lost
+    /// its ordering guarantee) sends nothing more: ingest says it is not ready and asks to be
+    /// stopped, once, rather than answering 503 to every write for ever while looking healthy.
+    func testAFatallyFailedProducerStopsIngest() throws {
+        let serviceKey = "slk_fatal-producer-service"
+        let keys = APIKeyRing(entries: [.init(name: "app", role: .service, sha256: SHA256.hash(Array(serviceKey.utf8)))])
+        let stops = Atomic<Int>(0)
+        var config = IngestConfig(kafka: kafka, databaseURL: nil)
+        config.port = 0
+        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
+        let ingest = try IngestService(config: config, onProducerFailure: { stops.add(1, ordering: .relaxed) })
+        try ingest.start()
+        defer { ingest.stop() }
+        XCTAssertFalse(ingest.producerHasFailed)
+        ingest.producer.raiseFatalErrorForTesting("test: out of order sequence")
+        XCTAssertNotNil(ingest.producer.fatalFailure)
+
+        let url = "http://127.0.0.1:\(ingest.port)/v1/receipts"
+        let body = Data(#"{"user_id":"u-1","receipt_data":"cmVjZWlwdA=="}"#.utf8)
+        for _ in 0..<2 {
+            var request = URLRequest(url: URL(string: url)!)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue("Bearer \(serviceKey)", forHTTPHeaderField: "Authorization")
+            let pending = Pending()
+            URLSession.shared.dataTask(with: request) { data, response, _ in
+                pending.set((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
+                pending.done.signal()
+            }.resume()
+            XCTAssertEqual(pending.wait().status, 503)
+        }
+        XCTAssertTrue(ingest.producerHasFailed)
+        XCTAssertEqual(stops.load(ordering: .relaxed), 1, "asked to stop once")
+        XCTAssertEqual(Self.send("http://127.0.0.1:\(ingest.port)/readyz").wait().status, 503, "not ready")
     }
 
     private func waitUntil(_ condition: () -> Bool) throws {
