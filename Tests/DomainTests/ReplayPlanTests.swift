@@ -71,6 +71,18 @@ final class ReplayPlanTests: XCTestCase {
         XCTAssertEqual(ReplayDiff(entries: result.entries).entries, 0)
     }
 
+    /// A restored purchase shows the transaction id of the copy seen first; a replay reading the copies
+    /// in another order shows the other alias. That alone is no correction: nothing planned.
+    func testAnotherAliasShownIsNoDifference() {
+        var restored = grant("a", start: 0, end: 1000)
+        restored.transactionId = "a-restored"
+        let result = plan(stored: fold([grant("a", start: 0, end: 1000)]), fresh: fold([restored]))
+        XCTAssertEqual(result.commands, [])
+        var longer = restored
+        longer.endMs = 2000
+        XCTAssertEqual(plan(stored: fold([grant("a", start: 0, end: 1000)]), fresh: fold([longer])).commands.count, 1, "other facts still count")
+    }
+
     func testASplitPurchaseIsTakenBackAndTheEntitlementMatchesTheFreshFold() {
         // The wrong rule granted a restore copy as a purchase of its own, shifted by a second.
         let stored = fold([grant("a", start: 0, end: 100_000), grant("a-copy", start: 1_000, end: 101_000)])

@@ -195,6 +195,16 @@ public enum ReplayCompensation {
         }
     }
 
+    /// Whether a stored grant differs from the fresh one in more than the transaction id it shows: a
+    /// purchase restored under a new transaction id shows the id of the copy seen first, and a replay
+    /// may read the copies in another order (decode's replay reads raw inputs by arrival, the live
+    /// stage read them as its partitions came). Which alias shows is no correction.
+    static func differs(_ stored: PurchaseGrant?, _ fresh: PurchaseGrant) -> Bool {
+        guard var stored else { return true }
+        stored.transactionId = fresh.transactionId
+        return stored != fresh
+    }
+
     /// Commands that bring `stored` to what `fresh` grants, for one subscription: every purchase
     /// whose facts, granted interval or credit differ is re-stated with the fresh facts (membership
     /// reconciles it to the difference), and a purchase the fresh computation no longer knows (a
@@ -212,7 +222,7 @@ public enum ReplayCompensation {
         for id in ids {
             let cause = causes[id] ?? fallbackCause
             if let grant = fresh.grants[id] {
-                guard storedState.grants[id] != grant || storedState.granted[id] != fresh.granted[id]
+                guard differs(storedState.grants[id], grant) || storedState.granted[id] != fresh.granted[id]
                         || storedState.credited[id] != fresh.credited[id] else { continue }
                 commands.append(MembershipCommand(
                     commandId: "replay|\(stage.rawValue)|\(codeVersion)|\(id)", subscriptionKey: key, action: .purchase(grant),
