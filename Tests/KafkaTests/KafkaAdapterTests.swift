@@ -1,5 +1,6 @@
 import Foundation
-import Kafka
+@testable import Kafka
+import CRdKafka
 import Synchronization
 import XCTest
 
@@ -255,6 +256,12 @@ final class KafkaAdapterTests: XCTestCase {
         XCTAssertThrowsError(try producer.sendAndWait(topic: "t", key: nil, value: [1], timeout: .seconds(1))) { error in
             XCTAssertEqual((error as? KafkaError)?.kind, .closed)
         }
+        // A missing or forbidden topic is no record's fault: its own kind, which stages wait out (the
+        // mock cluster creates every topic it is asked about, so the codes are classified directly).
+        for code in [RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED] {
+            XCTAssertEqual(KafkaError(code, "publish").kind, .unavailable)
+        }
+        XCTAssertEqual(KafkaError(RD_KAFKA_RESP_ERR_INVALID_RECORD, "publish").kind, .other)
         XCTAssertThrowsError(try broker.setBrokerDown(99))
         let forwarded = try EmbeddedBroker(port: 0)
         let taken = try XCTUnwrap(Int(forwarded.bootstrapServers.split(separator: ":").last ?? ""))

@@ -16,6 +16,9 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable, Equatable {
         case configuration
         /// The idempotent producer hit a fatal error: it must be recreated.
         case fatal
+        /// The topic does not exist (yet) or this client may not use it: an operator's matter (create
+        /// the topic, grant the ACL), never a record's; retry later.
+        case unavailable
         /// Any other error reported by a broker or by librdkafka.
         case other
     }
@@ -84,6 +87,9 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable, Equatable {
             return .configuration
         case RD_KAFKA_RESP_ERR__FATAL:
             return .fatal
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+             RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+            return .unavailable
         default:
             return .other
         }
@@ -97,6 +103,7 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable, Equatable {
         case .closed: return RD_KAFKA_RESP_ERR__STATE
         case .configuration: return RD_KAFKA_RESP_ERR__INVALID_ARG
         case .fatal: return RD_KAFKA_RESP_ERR__FATAL
+        case .unavailable: return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
         case .other: return RD_KAFKA_RESP_ERR__FAIL
         }
     }

@@ -238,7 +238,8 @@ public enum StageFailure {
         case let kafka as KafkaError:
             if kafka.isMessageTooLarge { return .permanent(kind: "output_too_large", reason: kafka.description) }
             switch kafka.kind {
-            case .timedOut, .transport, .queueFull: return .infrastructure(kafka.description)
+            // A missing or forbidden output topic holds every record alike: pause, never dead-letter them all.
+            case .timedOut, .transport, .queueFull, .unavailable: return .infrastructure(kafka.description)
             case .fatal, .closed, .configuration: return .critical(kafka.description)
             case .other: return .retryable(kafka.description)
             }
