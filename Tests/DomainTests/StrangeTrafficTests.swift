@@ -458,6 +458,12 @@ final class StrangeTrafficTests: XCTestCase {
         XCTAssertEqual(t.entitlement("s@Sandbox"), [])
         XCTAssertEqual(t.feed(Apple.v1("INITIAL_BUY", otid: otid, [Apple.period("1", otid: otid, start: t0)])).entries.kinds, [.grant],
                        "Production still grants")
+        // Nor does a Sandbox billing grace period grant anything.
+        let a = Apple.period("1", otid: otid, start: t0)
+        let graceStep = t.feed(inEnvironment(failedRenewal(graceEnd: t0 + month + 16 * day, a), "Sandbox"))
+        XCTAssertFalse(graceStep.entries.contains { $0.kind == .grant }, "\(graceStep.entries.map(\.reason))")
+        XCTAssertTrue(graceStep.entries.contains { $0.kind == .record && $0.reason.contains("grants no Sandbox purchases") })
+        XCTAssertEqual(t.entitlement("s@Sandbox"), [])
         let decoded = try? Catalog.load(json: Array(#"{"products": [], "nonProductionPurchases": "record"}"#.utf8), source: "test")
         XCTAssertEqual(decoded?.nonProductionPurchases, .record)
         XCTAssertEqual((try? Catalog.load(json: Array(#"{"products": []}"#.utf8), source: "test"))?.nonProductionPurchases, .grant)

@@ -124,7 +124,7 @@ struct Classification {
         if let offer = grant.finance.promotionalOfferId { notes.append("promotional offer \(offer)") }
         if let code = grant.finance.offerCodeRefName { notes.append("offer code \(code)") }
         if !notes.isEmpty { reason += " [\(notes.joined(separator: "; "))]" }
-        if event.environment != SubscriptionKey.production, catalog.nonProductionPurchases == .record {
+        if grantsNothingHere {
             add("p:\(change.purchaseId)", .record("non-production"),
                 "\(reason); nothing granted: the catalog grants no \(event.environment) purchases (R18)",
                 cause(t, purchaseId: change.purchaseId))
@@ -241,8 +241,17 @@ struct Classification {
         let product = renewal.productId
         let from = event.transactions.filter { $0.productId == product || product == nil }.compactMap(\.expiresDateMs).max().map(wholeSecond)
         let group = product.flatMap { catalog.product($0)?.entitlementGroup }
-        add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)),
-            "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))", cause())
+        let reason = "\(via): billing failed, Apple keeps serving through the grace period until \(TimeText.iso(until))"
+        if grantsNothingHere {
+            add("grace", .record("non-production"), "\(reason); nothing granted: the catalog grants no \(event.environment) purchases (R18)", cause())
+            return
+        }
+        add("grace", .gracePeriod(GracePeriodGrant(productId: product, group: group, fromMs: from, untilMs: until)), reason, cause())
+    }
+
+    /// R18: the catalog records this environment's purchases without granting (`nonProductionPurchases: record`).
+    var grantsNothingHere: Bool {
+        event.environment != SubscriptionKey.production && catalog.nonProductionPurchases == .record
     }
 
     /// Apple ends a grace period early with GRACE_PERIOD_EXPIRED: service stops then, not at the
