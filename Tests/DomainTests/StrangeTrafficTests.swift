@@ -535,6 +535,36 @@ final class StrangeTrafficTests: XCTestCase {
 
     // MARK: R19 — prorated refunds, offer discount types
 
+    /// R13: a copy that names no quantity (read as 1) and Apple's V2 copy with quantity 3 credit the
+    /// purchase three times, whichever arrives first.
+    func testAConsumablesQuantityComesFromAppleWhicheverCopyComesFirst() {
+        let one = Apple.tx("c1", otid: "c", product: "coins.100", purchase: t0)
+        var three = one
+        three.quantity = 3
+        let receipt = Apple.receipt(user: nil, otid: "c", [one], id: "upload")
+        let charge = Apple.v2("ONE_TIME_CHARGE", uuid: "charge", otid: "c", [three], signed: t0)
+        for run in everyOrder([receipt, charge]) {
+            XCTAssertEqual(run.t.state("c").balance(group: "coins"), 300, "order \(run.order)")
+        }
+    }
+
+    /// A product missing from the catalog is grouped by Apple's subscription group id; a receipt copy
+    /// carries none. Once a later copy names it, every period of the subscription is in that group,
+    /// whichever copy came first (one group, not two halves).
+    func testAnUncataloguedSubscriptionsPeriodsShareTheGroupAppleNames() {
+        let first = Apple.tx("x1", otid: otid, product: "vip.unknown.1m", purchase: t0, expires: t0 + month, web: "wx1")
+        var named = first
+        named.subscriptionGroupIdentifier = "20537620"
+        var second = Apple.tx("x2", otid: otid, product: "vip.unknown.1m", purchase: t0 + month, expires: t0 + 2 * month, web: "wx2")
+        second.subscriptionGroupIdentifier = "20537620"
+        let receipt = Apple.receipt(user: nil, otid: otid, [first], id: "upload")
+        let renew = Apple.v1("DID_RENEW", otid: otid, [named, second])
+        for run in everyOrder([receipt, renew]) {
+            XCTAssertEqual(run.t.state(otid).grants.count, 2, "order \(run.order)")
+            XCTAssertEqual(Set(run.t.state(otid).grants.values.map(\.group)), ["20537620"], "order \(run.order)")
+        }
+    }
+
     func testProratedRefundOfAConsumableDebitsTheRefundedShare() {
         let coins = Apple.tx("c1", otid: "c", product: "coins.100", purchase: t0)
         var prorated = coins

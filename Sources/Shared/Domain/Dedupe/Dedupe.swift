@@ -331,6 +331,8 @@ func merge(_ old: TransactionFacts, with new: TransactionFacts) -> TransactionFa
     merged.billingPlanType = new.billingPlanType ?? old.billingPlanType
     merged.commitmentInfo = new.commitmentInfo ?? old.commitmentInfo
     merged.bundleId = old.bundleId ?? new.bundleId
+    // A copy without a quantity reads as 1 (V1, verifyReceipt objects): the larger count is Apple's.
+    merged.quantity = max(old.quantity, new.quantity)
     return merged
 }
 
@@ -367,4 +369,5 @@ func materiallyDiffers(_ a: TransactionFacts, _ b: TransactionFacts) -> Bool {
         || a.productType != b.productType || a.quantity != b.quantity || a.revocationPercentage != b.revocationPercentage
         || a.offerDiscountType != b.offerDiscountType || a.offerPeriod != b.offerPeriod
         || a.billingPlanType != b.billingPlanType || a.commitmentInfo != b.commitmentInfo
+        || a.subscriptionGroupIdentifier != b.subscriptionGroupIdentifier
 }
