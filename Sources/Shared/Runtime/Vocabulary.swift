@@ -143,6 +143,7 @@ public enum Vocabulary {
         // Ingest
         .init(name: "ingest_listening", meaning: "Ingest is listening."),
         .init(name: "write_unconfirmed", meaning: "The broker did not confirm a write in time; the client got 503."),
+        .init(name: "kafka_producer_failed", meaning: "Ingest's producer failed for good (librdkafka's fatal error): every write would get 503, so ingest stops with exit code 1 to be started again with a new one."),
         .init(name: "read_failed", meaning: "A read API query failed (503)."),
         .init(name: "read_timeout", meaning: "PostgreSQL did not answer a read API query (or /readyz's check) in time: 503."),
         .init(name: "read_refused_saturated", meaning: "Too many read API queries were already waiting on PostgreSQL: 503 at once."),
@@ -170,6 +171,7 @@ public enum Vocabulary {
         .init(name: "relay_publish_failed", meaning: "A relay round was not acknowledged; the relay starts over from the topic's tail."),
         .init(name: "relay_failpoint_crash", meaning: "Test failpoint: the relay killed itself between publishing and marking."),
         .init(name: "webhooks_started", meaning: "Webhook delivery started for the configured endpoints."),
+        .init(name: "webhook_delivering", meaning: "This worker took an endpoint's deliverer lock and now delivers to it (any other worker stands by)."),
         .init(name: "webhook_database_error", meaning: "A webhook endpoint's worker lost PostgreSQL; it waits and reconnects."),
         .init(name: "webhook_endpoint_failed", meaning: "A webhook endpoint's worker stopped on an error (the process exits)."),
         // Tools
