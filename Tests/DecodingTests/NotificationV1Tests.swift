@@ -84,6 +84,26 @@ final class NotificationV1Tests: XCTestCase {
         XCTAssertNoThrow(try decode(body: body).get(), "no secrets configured: not checked")
     }
 
+    /// A consumable's V1 CONSUMPTION_REQUEST as Apple sends it: no original_transaction_id anywhere
+    /// (finished consumables leave latest_receipt_info) and "" for the facts it leaves out. It is an
+    /// app-level event, its empty fields absent, never a dead letter.
+    func testABodyAboutNoSubscriptionIsAnAppLevelEventAndEmptyFieldsAreAbsent() throws {
+        let body = #"{"notification_type":"CONSUMPTION_REQUEST","environment":"PROD","bid":"com.example.app","bvrs":"7","auto_renew_status":"","auto_renew_product_id":"","expiration_intent":"","original_transaction_id":"","unified_receipt":{"status":0,"environment":"Production","latest_receipt_info":[],"pending_renewal_info":[]}}"#
+        let result = NotificationV1Decoder().decode(body: Array(body.utf8), receivedAtMs: 0, rawPosition: nil)
+        guard case .success(let events) = result else { return XCTFail("not decoded: \(result)") }
+        XCTAssertEqual(events.map(\.subscriptionKey), ["app:com.example.app"])
+        XCTAssertNil(events.first?.notification?.autoRenewProductId)
+        XCTAssertNil(events.first?.notification?.expirationIntent)
+        XCTAssertNil(events.first?.notification?.originalTransactionId)
+        // With "" as the top-level id beside a real subscription, the real one is the body's subject.
+        let cancel = #"{"notification_type":"DID_FAIL_TO_RENEW","environment":"Sandbox","bid":"com.example.app","original_transaction_id":"","auto_renew_product_id":"","unified_receipt":{"latest_receipt_info":[{"product_id":"p","transaction_id":"2","original_transaction_id":"1","purchase_date_ms":"1000","expires_date_ms":"2000"}],"pending_renewal_info":[{"original_transaction_id":"1","product_id":"p","auto_renew_product_id":"p","auto_renew_status":"1","is_in_billing_retry_period":"1"}]}}"#
+        guard case .success(let subjects) = NotificationV1Decoder().decode(body: Array(cancel.utf8), receivedAtMs: 0, rawPosition: nil) else {
+            return XCTFail("not decoded")
+        }
+        XCTAssertEqual(subjects.map(\.subscriptionKey), ["1@Sandbox"])
+        XCTAssertEqual(subjects.first?.notification?.aboutAnotherSubscription, nil, "the subject keeps the body's type and facts")
+    }
+
     func testSameBodyTwiceHasTheSameEventId() throws {
         let body = V1Notification.body(originalTransactionId: "200000000000000")
         XCTAssertEqual(try decode(body: body).get().map(\.eventId), try decode(body: body).get().map(\.eventId))

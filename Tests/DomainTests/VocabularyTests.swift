@@ -45,6 +45,26 @@ final class VocabularyTests: XCTestCase {
         XCTAssertTrue(step.entries[0].reason.contains("unknown to this version"), step.entries[0].reason)
     }
 
+    /// R4: an unknown subtype of a known type is recorded, and so is a known type that names no
+    /// purchase and no renewal state at all (a refund whose transaction the body leaves out).
+    func testUnknownSubtypesAndNotificationsAboutNothingAreRecorded() {
+        let otid = "v"
+        let a = Apple.period("A", otid: otid, start: t0)
+        var t = Transcript()
+        t.feed(Apple.v2("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "buy", otid: otid, [a], signed: t0))
+        let odd = t.feed(Apple.v2("DID_RENEW", subtype: "NEVER_SEEN", uuid: "odd", otid: otid, [a], signed: t0 + day))
+        XCTAssertTrue(odd.entries.contains { $0.kind == .record && $0.reason.contains("subtype NEVER_SEEN unknown") }, "\(odd.entries.map(\.reason))")
+        let bare = t.feed(Apple.v2("REFUND", uuid: "bare", otid: otid, [], signed: t0 + 2 * day))
+        XCTAssertEqual(bare.entries.kinds, [.record])
+        XCTAssertTrue(bare.entries[0].reason.contains("names no purchase"), bare.entries[0].reason)
+        var v1 = Apple.v1("REFUND", otid: otid, [], autoRenew: nil)
+        v1.renewalInfo = nil
+        XCTAssertEqual(t.feed(v1).entries.kinds, [.record])
+        XCTAssertEqual(t.entitlement(otid), [interval(t0, t0 + month)], "nothing cut")
+        // A known subtype bringing nothing new stays silent (dedupe counted its delivery).
+        XCTAssertEqual(t.feed(Apple.v2("DID_RENEW", subtype: "BILLING_RECOVERY", uuid: "again", otid: otid, [a], signed: t0 + 3 * day)).entries, [])
+    }
+
     func testTransactionEnumsAreTypedBesideTheRawValue() {
         var t = Apple.period("A", otid: "s", start: t0)
         t.revocationType = "REFUND_PRORATED"

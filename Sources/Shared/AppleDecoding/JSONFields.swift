@@ -74,6 +74,9 @@ struct JSONFields {
 
     func string(_ key: String) -> String? { value(key).flatMap(Self.string) }
 
+    /// An optional text field, where Apple's V1 bodies and receipts send "" for a value they leave out.
+    func nonEmptyString(_ key: String) -> String? { string(key).flatMap { $0.isEmpty ? nil : $0 } }
+
     private static func string(_ value: Value) -> String? {
         switch value {
         case .text(let s): return s

@@ -27,7 +27,7 @@ public struct NotificationV1Decoder: Sendable {
         }
         let unified = root.object("unified_receipt")
         let environment = normalizeEnvironment(root.string("environment") ?? unified?.string("environment"))
-        let bundleId = root.string("bid")
+        let bundleId = root.nonEmptyString("bid")
 
         var transactionObjects = unified?.array("latest_receipt_info") ?? []
         // Pre-2021 shape: a single object (or array) at the top level, plus the expired variant.
@@ -45,22 +45,23 @@ public struct NotificationV1Decoder: Sendable {
         let transactions = transactionObjects.compactMap { ReceiptFields.transaction($0, bundleId: bundleId) }
         let renewals = renewalObjects.compactMap(ReceiptFields.renewal)
 
-        let topLevel = root.string("original_transaction_id")
+        // Apple sends "" for top-level facts it leaves out (a consumable's REFUND, CONSUMPTION_REQUEST).
+        let topLevel = root.nonEmptyString("original_transaction_id")
         // CANCEL's top-level facts (R15): https://developer.apple.com/documentation/appstoreservernotifications/cancellation_date_ms
         let meta = NotificationMeta(
             type: type, autoRenewStatus: root.bool("auto_renew_status"),
-            autoRenewProductId: root.string("auto_renew_product_id"),
+            autoRenewProductId: root.nonEmptyString("auto_renew_product_id"),
             autoRenewStatusChangeDateMs: root.int64("auto_renew_status_change_date_ms"),
-            originalTransactionId: topLevel, webOrderLineItemId: root.string("web_order_line_item_id"),
-            cancellationDateMs: root.int64("cancellation_date_ms"), cancellationReason: root.string("cancellation_reason"),
-            expirationIntent: root.string("expiration_intent"))
+            originalTransactionId: topLevel, webOrderLineItemId: root.nonEmptyString("web_order_line_item_id"),
+            cancellationDateMs: root.int64("cancellation_date_ms"), cancellationReason: root.nonEmptyString("cancellation_reason"),
+            expirationIntent: root.nonEmptyString("expiration_intent"))
 
         var keys = Set(transactions.map(\.originalTransactionId))
         keys.formUnion(renewals.map(\.originalTransactionId))
         if let topLevel { keys.insert(topLevel) }
-        guard !keys.isEmpty else {
-            return .failure(PermanentFailure("missing_field", "V1 \(type) notification names no original_transaction_id"))
-        }
+        // A body about no subscription (a consumable's CONSUMPTION_REQUEST or REFUND: finished
+        // consumables leave latest_receipt_info) is about the app, keyed like V2's app-level ones.
+        if keys.isEmpty { keys.insert("app:\(bundleId ?? "unknown")") }
         let sortedKeys = keys.sorted()
         // Each subscription's purchases and renewal info, split once for the subject choice and the events.
         let purchasesByKey = Dictionary(grouping: transactions, by: \.originalTransactionId)

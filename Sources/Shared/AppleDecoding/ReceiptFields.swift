@@ -11,22 +11,22 @@ enum ReceiptFields {
         return TransactionFacts(
             transactionId: transactionId,
             originalTransactionId: f.string("original_transaction_id") ?? transactionId,
-            webOrderLineItemId: f.string("web_order_line_item_id"),
-            productId: productId, bundleId: f.string("bid") ?? bundleId,
+            webOrderLineItemId: f.nonEmptyString("web_order_line_item_id"),
+            productId: productId, bundleId: f.nonEmptyString("bid") ?? bundleId,
             purchaseDateMs: purchase,
             originalPurchaseDateMs: f.int64("original_purchase_date_ms"),
             expiresDateMs: expires,
             cancellationDateMs: f.int64("cancellation_date_ms"),
-            cancellationReason: f.string("cancellation_reason"),
+            cancellationReason: f.nonEmptyString("cancellation_reason"),
             isUpgraded: f.bool("is_upgraded"),
             isTrialPeriod: f.bool("is_trial_period"),
             isInIntroOfferPeriod: f.bool("is_in_intro_offer_period"),
-            promotionalOfferId: f.string("promotional_offer_id"),
-            offerCodeRefName: f.string("offer_code_ref_name"),
+            promotionalOfferId: f.nonEmptyString("promotional_offer_id"),
+            offerCodeRefName: f.nonEmptyString("offer_code_ref_name"),
             quantity: f.int("quantity") ?? 1,
-            inAppOwnershipType: f.string("in_app_ownership_type"),
-            subscriptionGroupIdentifier: f.string("subscription_group_identifier"),
-            appAccountToken: f.string("app_account_token"))
+            inAppOwnershipType: f.nonEmptyString("in_app_ownership_type"),
+            subscriptionGroupIdentifier: f.nonEmptyString("subscription_group_identifier"),
+            appAccountToken: f.nonEmptyString("app_account_token"))
     }
 
     /// The numeric fields the decoders read from these objects (STYLE.md practice 12).
@@ -58,10 +58,10 @@ enum ReceiptFields {
     static func renewal(_ f: JSONFields) -> RenewalFacts? {
         guard let original = f.string("original_transaction_id") else { return nil }
         return RenewalFacts(
-            originalTransactionId: original, productId: f.string("product_id"),
-            autoRenewProductId: f.string("auto_renew_product_id"), autoRenewStatus: f.bool("auto_renew_status"),
-            expirationIntent: f.string("expiration_intent"), isInBillingRetryPeriod: f.bool("is_in_billing_retry_period"),
+            originalTransactionId: original, productId: f.nonEmptyString("product_id"),
+            autoRenewProductId: f.nonEmptyString("auto_renew_product_id"), autoRenewStatus: f.bool("auto_renew_status"),
+            expirationIntent: f.nonEmptyString("expiration_intent"), isInBillingRetryPeriod: f.bool("is_in_billing_retry_period"),
             gracePeriodExpiresDateMs: f.int64("grace_period_expires_date_ms"),
-            priceIncreaseStatus: f.string("price_increase_status"))
+            priceIncreaseStatus: f.nonEmptyString("price_increase_status"))
     }
 }

@@ -284,14 +284,21 @@ struct Classification {
             "\(via): cancellation at \(TimeText.iso(at))\(web) names no purchase known here: recorded, nothing cut now; dedupe keeps it and it cuts the purchase it names when that arrives (R15, S15)", cause())
     }
 
-    /// Informational and unknown types are evidence on their own. A known type that brings nothing
-    /// new (Apple telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
+    /// Informational and unknown types (and unknown subtypes) are evidence on their own, and so is a
+    /// notification that names no purchase and no renewal state at all (a refund whose transaction
+    /// is not in the body): R4, nothing is dropped unseen. A known type that brings nothing new (Apple
+    /// telling us again what we know) leaves no ledger entry: dedupe counted its delivery.
     mutating func recordNotification() {
-        guard let type, let raw = event.notification?.type else { return }
+        guard let type, let notification = event.notification else { return }
+        let raw = notification.type
         if case .unknown = type {
             add("record", .record(raw), "\(via): notification type unknown to this version, kept raw and recorded", cause())
         } else if let what = type.information {
             add("record", .record(raw), "\(via): \(what)", cause())
+        } else if let subtype = notification.subtype, notification.typedSubtype == nil {
+            add("record", .record(raw), "\(via): subtype \(subtype) unknown to this version, kept raw and recorded", cause())
+        } else if commands.isEmpty, event.transactions.isEmpty, event.renewalInfo == nil {
+            add("record", .record(raw), "\(via) names no purchase and no renewal state in this input: recorded, nothing changed", cause())
         }
     }
 
