@@ -27,7 +27,7 @@ doc = {
       "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "Why; never repeats a credential."}}, "example": {"error": "a user token acts only for its own user"}},
       "Accepted": {"type": "object", "required": ["status", "offset"], "properties": {"status": {"const": "accepted"}, "offset": {"type": "string", "description": "partition@offset of the raw record"}}, "example": {"status": "accepted", "offset": "3@1041"}},
       "ReceiptUpload": {"type": "object", "required": ["user_id", "receipt_data"], "additionalProperties": True,
-                         "properties": {"user_id": ident, "receipt_data": {"type": "string", "minLength": 1, "maxLength": 900000, "pattern": "^[A-Za-z0-9+/=]+$", "description": "base64 of the app receipt (or a StoreKit 2 signed transaction)"}}},
+                         "properties": {"user_id": ident, "receipt_data": {"type": "string", "minLength": 1, "maxLength": 900000, "pattern": "^[A-Za-z0-9+/=._-]+$", "description": "base64 of the app receipt, or a StoreKit 2 signed transaction (`Transaction.jwsRepresentation`, verified like a V2 notification)"}}},
       "WebhookSummary": {"type": "object", "required": ["endpoint", "cursor", "pending", "delivered", "gaveUp", "attempts"],
                          "properties": {"endpoint": {"type": "string"}, "cursor": {"type": "integer", "description": "relay_seq of the last outbox row taken"},
                                         "pending": {"type": "integer"}, "delivered": {"type": "integer"}, "gaveUp": {"type": "integer"},

@@ -176,3 +176,35 @@ final class NotificationV2Tests: XCTestCase {
 private func decoding(_ environment: [String: String]) throws -> AppleDecodingConfiguration {
     try AppleDecodingConfiguration(ConfigurationReader.read(environment, DecodingConfiguration.init))
 }
+
+/// A StoreKit 2 app uploads `Transaction.jwsRepresentation` as `receipt_data`: verified with the V2
+/// trust, it is the uploading account's claim like a receipt; a forged one is refused.
+final class SignedTransactionUploadTests: XCTestCase {
+    func testASignedTransactionUploadIsTheUploadersPurchase() throws {
+        let pki = try TestPKI.load()
+        let decoder = AppleInputDecoder(v2: NotificationV2Decoder(verifier: try pki.verifier(environments: [.sandbox])))
+        let signed = try pki.sign(V2Payloads.transaction())
+        XCTAssertTrue(SignedTransactionUpload.looksLikeOne(signed))
+        XCTAssertFalse(SignedTransactionUpload.looksLikeOne("MIIT0gYJKoZIhvcNAQcCoIITwzCCE78CAQExCzAJBgUrDgMCGgUAMIIDcwYJKoZIhvcNAQcB"))
+        let body = Array(#"{"user_id":"account-7","receipt_data":"\#(signed)"}"#.utf8)
+        let events = try decoder.decode(RawInput(source: .appReceipt, body: body, receivedAtMs: 9, position: nil)).get()
+        XCTAssertEqual(events.count, 1)
+        XCTAssertEqual(events[0].source, .appReceipt)
+        XCTAssertEqual(events[0].appUserId, "account-7")
+        XCTAssertEqual(events[0].subscriptionKey, "12345@Sandbox")
+        XCTAssertEqual(events[0].transactions.map(\.transactionId), ["23456"])
+        XCTAssertEqual(events[0].statedAtMs, V2Payloads.signedDate)
+
+        // Tampered payload: refused, never granted.
+        let parts = signed.split(separator: ".").map(String.init)
+        let other = try pki.sign(V2Payloads.transaction(transactionId: "99999")).split(separator: ".").map(String.init)
+        let forged = Array(#"{"user_id":"account-7","receipt_data":"\#(parts[0]).\#(other[1]).\#(parts[2])"}"#.utf8)
+        guard case .failure(.permanent) = decoder.decode(RawInput(source: .appReceipt, body: forged, receivedAtMs: 9, position: nil)) else {
+            return XCTFail("a forged signed transaction was accepted")
+        }
+        // Without the V2 trust configured it is refused with the reason.
+        let unconfigured = AppleInputDecoder().decode(RawInput(source: .appReceipt, body: body, receivedAtMs: 9, position: nil))
+        guard case .failure(.permanent(let failure)) = unconfigured else { return XCTFail("\(unconfigured)") }
+        XCTAssertEqual(failure.kind, "v2_not_configured")
+    }
+}

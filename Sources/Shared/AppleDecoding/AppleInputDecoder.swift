@@ -66,6 +66,14 @@ public struct AppleInputDecoder: Sendable {
             return ServerAPIRecordDecoder(verifier: v2.verifier)
                 .decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position).mapError { .permanent($0) }
         case .appReceipt:
+            if case .success(let upload) = ReceiptUploadDecoder.parseUpload(input.body), SignedTransactionUpload.looksLikeOne(upload.receiptData) {
+                guard let v2 else {
+                    return .failure(.permanent(PermanentFailure("v2_not_configured",
+                        "a signed transaction upload (StoreKit 2) needs \(Setting.appleRoots) and \(Setting.bundleId)")))
+                }
+                return SignedTransactionUpload(verifier: v2.verifier)
+                    .decode(upload, receivedAtMs: input.receivedAtMs, rawPosition: input.position).mapError { .permanent($0) }
+            }
             guard let receipts else {
                 return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured,
                     "receipt validation needs \(Setting.receiptRoots) (local) or verifyReceipt endpoints")))
