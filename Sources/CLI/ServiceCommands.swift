@@ -267,7 +267,7 @@ struct WorkerCommand: CLICommand {
             let policy = try ConsumptionPolicy(Environment.read(arguments, ConsumptionConfiguration.init))
             let api = try ServerAPISession(arguments, clientId: "storeledger-consumption")
             session = api
-            logic = ConsumptionStage(policy: policy) { transactionId, request, environment in
+            logic = ConsumptionStage(policy: policy, databaseURL: stage.databaseURL) { transactionId, request, environment in
                 api.client.sendConsumptionInformation(transactionId: transactionId, request, environment: environment)
             }
         default: throw UsageError("unknown stage \(stageName)")
