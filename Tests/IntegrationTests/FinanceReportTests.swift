@@ -82,7 +82,9 @@ final class FinanceReportTests: XCTestCase {
                 if t.offer == .freeTrial, let end = t.expiresMs {
                     let trialKey = "\(utcDay(end))|\(t.environment.rawValue)|\(t.productId)"
                     expectedMetrics[trialKey, default: MetricCounts()].trialsEnded += 1
-                    if subscription.transactions[(index + 1)...].contains(where: \.isRenewal) {
+                    // Converted: the next period is paid and follows the trial (not a purchase after a lapse).
+                    let next = subscription.transactions.indices.contains(index + 1) ? subscription.transactions[index + 1] : nil
+                    if let next, next.offer != .freeTrial, next.isRenewal || next.purchaseMs <= end + 86_400_000 {
                         expectedMetrics[trialKey, default: MetricCounts()].trialsConverted += 1
                     }
                 }

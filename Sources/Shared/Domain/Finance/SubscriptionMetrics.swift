@@ -87,9 +87,10 @@ public enum SubscriptionMetrics {
                 }
                 if t.cutKind == "refund", let cut = t.cancellationMs { update(utcDay(cut), t.environment, t.productId) { $0.refunds += 1 } }
                 if t.isFreeTrial, let end = t.expiresMs {
-                    // Converted: the next period is its paid renewal (a purchase after a lapse is not).
+                    // Converted: the next period is paid and follows the trial (its renewal, a billing
+                    // recovery, or a switch made during the trial); a purchase after a lapse is not.
                     let next = list.indices.contains(index + 1) ? list[index + 1] : nil
-                    let converted = next.map { $0.isRenewal && !$0.isFreeTrial } ?? false
+                    let converted = next.map { !$0.isFreeTrial && ($0.isRenewal || $0.purchaseMs <= end + dayMs) } ?? false
                     update(utcDay(end), t.environment, t.productId) { row in
                         row.trialsEnded += 1
                         if converted { row.trialsConverted += 1 }
