@@ -150,6 +150,12 @@ public final class IngestService: Sendable {
             responder.respond(response)
             return
         }
+        // JSON is UTF-8, which never holds a NUL byte; Foundation's parser also reads UTF-16 and
+        // UTF-32, which would slip past the checks made on the bytes (nesting depth, the removal of
+        // a V1 password), so such a body is refused before any of them.
+        if request.body.contains(0) {
+            return answer(route, responder, .error(status: 400, reason: "the body must be JSON in UTF-8"))
+        }
         switch route {
         case .health:
             answer(route, responder, .json(["status": "ok"]))

@@ -208,3 +208,15 @@ final class SignedTransactionUploadTests: XCTestCase {
         XCTAssertEqual(failure.kind, "v2_not_configured")
     }
 }
+
+/// Decode refuses a body that is not UTF-8 (a redriven dead letter, a record from elsewhere): its
+/// nesting would hide from the byte-level depth check.
+final class NonUTF8BodyTests: XCTestCase {
+    func testAUTF16BodyIsDeadLetteredAsNotUTF8() {
+        let json = #"{"notification_type":"DID_RENEW","original_transaction_id":"1"}"#
+        let utf16 = json.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        let result = AppleInputDecoder().decode(RawInput(source: .appStoreNotification, body: utf16, receivedAtMs: 0, position: nil))
+        guard case .failure(.permanent(let failure)) = result else { return XCTFail("\(result)") }
+        XCTAssertEqual(failure.kind, "not_utf8")
+    }
+}

@@ -112,6 +112,37 @@ final class IngestResilienceTests: XCTestCase {
         XCTAssertEqual(Self.send("http://127.0.0.1:\(ingest.port)/readyz").wait().status, 503, "not ready")
     }
 
+    /// A body in UTF-16 (or UTF-32) is refused before anything reads it: Foundation's parser would
+    /// read it, but the byte-level checks (nesting depth, a V1 password's removal) would not see it,
+    /// and the shared secret would reach the raw topic.
+    func testABodyThatIsNotUTF8IsRefused() throws {
+        let serviceKey = "slk_utf16-service"
+        let keys = APIKeyRing(entries: [.init(name: "app", role: .service, sha256: SHA256.hash(Array(serviceKey.utf8)))])
+        var config = IngestConfig(kafka: kafka, databaseURL: nil)
+        config.port = 0
+        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
+        let ingest = try IngestService(config: config)
+        try ingest.start()
+        defer { ingest.stop() }
+        let json = #"{"user_id":"u1","receipt_data":"TUlJ","password":"app-shared-secret"}"#
+        for body in [Data(json.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }),
+                     Data(json.unicodeScalars.flatMap { [UInt8($0.value & 0xFF), 0, 0, 0] })] {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(ingest.port)/v1/receipts")!)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue("Bearer \(serviceKey)", forHTTPHeaderField: "Authorization")
+            let pending = Pending()
+            URLSession.shared.dataTask(with: request) { data, response, _ in
+                pending.set((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
+                pending.done.signal()
+            }.resume()
+            let answer = pending.wait()
+            XCTAssertEqual(answer.status, 400)
+            XCTAssertTrue(answer.body.contains("UTF-8"), answer.body)
+            XCTAssertFalse(answer.body.contains("app-shared-secret"))
+        }
+    }
+
     private func waitUntil(_ condition: () -> Bool) throws {
         let deadline = Date().addingTimeInterval(10)
         while !condition() {

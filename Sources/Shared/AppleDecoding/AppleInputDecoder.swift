@@ -37,7 +37,9 @@ public struct AppleInputDecoder: Sendable {
     }
 
     public func decode(_ input: RawInput) -> Result<[AppleEvent], DecodeFailure> {
-        // Before any parser recurses into it (docs/limits.md).
+        // Before any parser recurses into it (docs/limits.md). A NUL byte means UTF-16 or UTF-32,
+        // whose nesting the byte-level depth check cannot see (ingest refuses such bodies too).
+        if input.body.contains(0) { return .failure(.permanent(PermanentFailure("not_utf8", "the body is not JSON in UTF-8"))) }
         if let failure = EventBounds.jsonDepth(input.body) { return .failure(.permanent(failure)) }
         switch input.source {
         case .appStoreNotification:
