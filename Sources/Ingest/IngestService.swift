@@ -61,6 +61,7 @@ public final class IngestService: Sendable {
     private let limiter = RateLimiter()
     private let bounded: BoundedReads
     private let appleCalls: BoundedReads
+    private let readinessProbe = ReadinessProbe()
     private let failed = Atomic<Bool>(false)
     private let onProducerFailure: @Sendable () -> Void
     private let deadlines: WriteDeadlines
@@ -380,20 +381,37 @@ public final class IngestService: Sendable {
     }
 
     /// Ready while the broker answers (every write needs it: without it each POST gets 503) and,
-    /// when configured, PostgreSQL does (the reads).
+    /// when configured, PostgreSQL does (the reads). One check at a time, off the HTTP threads and
+    /// outside the read places (ReadinessProbe); its caller gets 503 if it outlasts the read timeout.
     private func readiness(_ responder: HTTPResponder) {
-        bounded.run(responder, { [producer, reads] in
-            guard producer.brokerAnswers(topic: Topic.notificationsRaw, timeout: .seconds(2)) else {
-                return .error(status: 503, reason: "broker unavailable")
+        let route = IngestRoute.ready
+        switch readinessProbe.decide(nowMs: currentTimeMs()) {
+        case .answer(let response):
+            answer(route, responder, response)
+        case .check:
+            let seconds = Double(config.readTimeout.components.seconds) + Double(config.readTimeout.components.attoseconds) / 1e18
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+                answer(route, responder, .error(status: 503, reason: "the readiness check did not finish in time"))
             }
-            guard let reads else { return .json(["status": "ready", "database": "not configured"]) }
-            do {
-                try reads.ping()
-                return .json(["status": "ready"])
-            } catch {
-                return .error(status: 503, reason: "database unavailable")
+            DispatchQueue.global().async { [self] in
+                let response = checkReadiness()
+                readinessProbe.finished(response, nowMs: currentTimeMs())
+                answer(route, responder, response)
             }
-        }, answered: { [self] status in count(IngestRoute.ready.metricName, status) })
+        }
+    }
+
+    private func checkReadiness() -> HTTPResponse {
+        guard producer.brokerAnswers(topic: Topic.notificationsRaw, timeout: .seconds(2)) else {
+            return .error(status: 503, reason: "broker unavailable")
+        }
+        guard let reads else { return .json(["status": "ready", "database": "not configured"]) }
+        do {
+            try reads.ping()
+            return .json(["status": "ready"])
+        } catch {
+            return .error(status: 503, reason: "database unavailable")
+        }
     }
 
     /// The operator reads, bounded like `read`.

@@ -143,6 +143,23 @@ final class IngestResilienceTests: XCTestCase {
         }
     }
 
+    /// `/readyz` is anyone's: one check at a time, its answer reused for a second, the last one given
+    /// while a check runs (503 when there is none recent), so a flood of probes loads nothing.
+    func testReadinessRunsOneCheckAtATimeAndReusesItsAnswer() {
+        let probe = ReadinessProbe()
+        func isCheck(_ decision: ReadinessProbe.Decision) -> Bool { if case .check = decision { return true } else { return false } }
+        func status(_ decision: ReadinessProbe.Decision) -> Int? { if case .answer(let response) = decision { return response.status } else { return nil } }
+        XCTAssertTrue(isCheck(probe.decide(nowMs: 0)), "the first caller checks")
+        XCTAssertEqual(status(probe.decide(nowMs: 10)), 503, "no answer yet while it runs")
+        probe.finished(.json(["status": "ready"]), nowMs: 100)
+        XCTAssertEqual(status(probe.decide(nowMs: 1_000)), 200, "reused within a second")
+        XCTAssertTrue(isCheck(probe.decide(nowMs: 1_200)), "then checked again, by one caller")
+        XCTAssertEqual(status(probe.decide(nowMs: 1_300)), 200, "the last answer while that check runs")
+        XCTAssertEqual(status(probe.decide(nowMs: 20_000)), 503, "an answer too old is none")
+        probe.finished(.error(status: 503, reason: "broker unavailable"), nowMs: 20_100)
+        XCTAssertEqual(status(probe.decide(nowMs: 20_200)), 503)
+    }
+
     private func waitUntil(_ condition: () -> Bool) throws {
         let deadline = Date().addingTimeInterval(10)
         while !condition() {
