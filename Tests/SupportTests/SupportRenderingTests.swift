@@ -117,6 +117,25 @@ final class SupportRenderingTests: XCTestCase {
         XCTAssertNil(view.timestamp)
     }
 
+    /// Signed values nested deeper than Apple nests them are decoded three levels down and shown as
+    /// text below: a record nesting them as deep as its size allows must not take the page's thread
+    /// down its stack.
+    func testSignedValuesAreDecodedAtMostThreeLevelsDeep() throws {
+        func segment(_ object: [String: Any]) throws -> String {
+            try JSONSerialization.data(withJSONObject: object).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let header = try segment(["alg": "ES256"])
+        var jws = "\(header).\(try segment(["level": 6])).c2ln"
+        for level in (1...5).reversed() { jws = "\(header).\(try segment(["level": level, "inner": jws])).c2ln" }
+        let record = KafkaRecord(topic: Topic.notificationsRaw, partition: 0, offset: 1, key: nil,
+                                 value: Array(#"{"signedPayload":"\#(jws)"}"#.utf8), headers: [], timestamp: -1)
+        let text = RawRecordView(record).text
+        for level in 1...3 { XCTAssertTrue(text.contains(#""level" : \#(level)"#), "level \(level) decoded") }
+        XCTAssertFalse(text.contains(#""level" : 4"#), "level 4 stays a signed string")
+        XCTAssertTrue(text.contains(#""inner" : "eyJ"#), "shown as the signed string it is: \(text)")
+    }
+
     /// The stages' binary records (`TopicRecords`) are shown as the JSON they encode.
     func testBinaryPipelineRecordIsShownAsJSON() {
         let command = MembershipCommand(commandId: "c-88#link", subscriptionKey: "s-88",

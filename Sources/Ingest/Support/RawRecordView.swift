@@ -38,7 +38,8 @@ struct RawRecordView: Sendable, Equatable {
         headers = record.headers.map { Header(name: $0.name, value: Self.headerValue($0)) }
         // Binary pipeline records (`TopicRecords`) are shown as the JSON they encode.
         let value = TopicRecords.json(record.value) ?? record.value
-        if EventBounds.jsonDepth(value) == nil, let json = try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed]),
+        if EventBounds.jsonDepth(value) == nil, !value.contains(0),
+           let json = try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed]),
            let pretty = try? JSONSerialization.data(withJSONObject: Self.readable(json, key: nil),
                                                     options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
             text = String(decoding: pretty, as: UTF8.self)
@@ -58,16 +59,22 @@ struct RawRecordView: Sendable, Equatable {
         return credential ? redacted : String(decoding: header.value.prefix(maxShownValueChars), as: UTF8.self)
     }
 
-    /// The JSON value with secrets redacted, JWS strings decoded and long blobs shortened.
-    static func readable(_ value: Any, key: String?) -> Any {
+    /// Signed values decoded inside one another: Apple nests two (a notification, its transaction);
+    /// a record could nest them as deep as its size allows, each level up to 32 levels of JSON, which
+    /// this recursion must not follow down a thread's stack.
+    static let maxJWSLevels = 3
+
+    /// The JSON value with secrets redacted, JWS strings decoded (`jwsLevel` of them around it) and
+    /// long blobs shortened.
+    static func readable(_ value: Any, key: String?, jwsLevel: Int = 0) -> Any {
         if let key, secretKeys.contains(key.lowercased()), !(value is NSNull) { return redacted }
         switch value {
         case let object as [String: Any]:
-            return Dictionary(uniqueKeysWithValues: object.map { ($0.key, readable($0.value, key: $0.key)) })
+            return Dictionary(uniqueKeysWithValues: object.map { ($0.key, readable($0.value, key: $0.key, jwsLevel: jwsLevel)) })
         case let array as [Any]:
-            return array.map { readable($0, key: nil) }
+            return array.map { readable($0, key: nil, jwsLevel: jwsLevel) }
         case let text as String:
-            if let jws = decodedJWS(text) { return jws }
+            if jwsLevel < maxJWSLevels, let jws = decodedJWS(text, level: jwsLevel + 1) { return jws }
             guard text.count > maxShownValueChars else { return text }
             return "\(text.prefix(64))… (\(text.utf8.count) characters, shortened)"
         default:
@@ -77,16 +84,18 @@ struct RawRecordView: Sendable, Equatable {
 
     /// `header.payload.signature` with JSON header and payload: both decoded, the certificate chain
     /// summarised. Nested signed values (V2 `data.signedTransactionInfo`) are decoded the same way.
-    static func decodedJWS(_ text: String) -> [String: Any]? {
+    static func decodedJWS(_ text: String, level: Int = 1) -> [String: Any]? {
         let segments = text.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3, text.hasPrefix("eyJ"),
-              let header = base64URL(segments[0]).flatMap({ try? JSONSerialization.jsonObject(with: $0) }) as? [String: Any],
+              let headerBytes = base64URL(segments[0]), EventBounds.jsonDepth(Array(headerBytes)) == nil, !headerBytes.contains(0),
+              let header = (try? JSONSerialization.jsonObject(with: headerBytes)) as? [String: Any],
               header["alg"] != nil,
-              let payloadBytes = base64URL(segments[1]), EventBounds.jsonDepth(Array(payloadBytes)) == nil,
+              // UTF-8 only: the depth check reads bytes, and UTF-16 would hide its nesting from it.
+              let payloadBytes = base64URL(segments[1]), EventBounds.jsonDepth(Array(payloadBytes)) == nil, !payloadBytes.contains(0),
               let payload = try? JSONSerialization.jsonObject(with: payloadBytes) else { return nil }
         var shownHeader = header
         if let chain = header["x5c"] as? [Any] { shownHeader["x5c"] = "\(chain.count) certificate(s), not shown" }
-        return ["jws.header": readable(shownHeader, key: nil), "jws.payload": readable(payload, key: nil)]
+        return ["jws.header": readable(shownHeader, key: nil, jwsLevel: level), "jws.payload": readable(payload, key: nil, jwsLevel: level)]
     }
 
     private static func base64URL(_ segment: Substring) -> Data? {
