@@ -49,16 +49,19 @@ final class ClientLogicTests: XCTestCase {
         XCTAssertEqual(loop.next(hasMore: true, cursor: "a"), "a")
         XCTAssertNil(loop.next(hasMore: true, cursor: "a"), "a repeated cursor is a loop")
         XCTAssertTrue(loop.truncated)
+        XCTAssertFalse(loop.reachedPageLimit, "a loop is no reason to read a narrower window")
 
         var missing = PageCursor(maxPages: 5)
         XCTAssertNil(missing.next(hasMore: true, cursor: nil))
         XCTAssertTrue(missing.truncated)
+        XCTAssertFalse(missing.reachedPageLimit)
 
         var limit = PageCursor(maxPages: 3)
         XCTAssertNotNil(limit.next(hasMore: true, cursor: "1"))
         XCTAssertNotNil(limit.next(hasMore: true, cursor: "2"))
         XCTAssertNil(limit.next(hasMore: true, cursor: "3"))
         XCTAssertTrue(limit.truncated)
+        XCTAssertTrue(limit.reachedPageLimit)
         XCTAssertEqual(limit.pages, 3)
     }
 

@@ -239,7 +239,8 @@ public struct AppStoreServerAPIClient: Sendable {
                     token = guardrail.next(hasMore: page.hasMore, cursor: page.paginationToken)
                 }
             } while token != nil
-            return .success(NotificationHistoryWalk(environment: env, entries: entries, pages: guardrail.pages, truncated: guardrail.truncated))
+            return .success(NotificationHistoryWalk(environment: env, entries: entries, pages: guardrail.pages, truncated: guardrail.truncated,
+                                                    reachedPageLimit: guardrail.reachedPageLimit))
         }
     }
 

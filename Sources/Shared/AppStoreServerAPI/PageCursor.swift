@@ -4,6 +4,9 @@ public struct PageCursor: Sendable, Equatable {
     public let maxPages: Int
     public private(set) var pages = 0
     public private(set) var truncated = false
+    /// Truncated by the page limit alone (more pages were there to read), not by a cursor Apple
+    /// repeated or left out: only then does a narrower window read the rest.
+    public private(set) var reachedPageLimit = false
     private var seen: Set<String> = []
 
     public init(maxPages: Int) { self.maxPages = max(1, maxPages) }
@@ -12,8 +15,13 @@ public struct PageCursor: Sendable, Equatable {
     public mutating func next(hasMore: Bool, cursor: String?) -> String? {
         pages += 1
         guard hasMore else { return nil }
-        guard let cursor, !cursor.isEmpty, seen.insert(cursor).inserted, pages < maxPages else {
+        guard let cursor, !cursor.isEmpty, seen.insert(cursor).inserted else {
             truncated = true
+            return nil
+        }
+        guard pages < maxPages else {
+            truncated = true
+            reachedPageLimit = true
             return nil
         }
         return cursor

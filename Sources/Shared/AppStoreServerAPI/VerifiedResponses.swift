@@ -69,6 +69,8 @@ public struct NotificationHistoryWalk {
     public let entries: [NotificationHistoryEntry]
     public let pages: Int
     public let truncated: Bool
+    /// Truncated by the page limit (PageCursor.reachedPageLimit): a narrower window would read more.
+    public var reachedPageLimit = false
 }
 
 public struct TestNotificationStatus {

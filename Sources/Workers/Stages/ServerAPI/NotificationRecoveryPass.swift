@@ -36,7 +36,8 @@ public enum RecoveryPass {
 
         /// A walk that stops at the page limit covers only the start of its window, and the next pass
         /// would read the same pages again: its entries are left and each half of the window is walked
-        /// instead, so a busy week is recovered whole.
+        /// instead, so a busy week is recovered whole. A walk Apple's cursor ended (repeated or left
+        /// out) is not split: narrower windows would only repeat it, thousands of times.
         func recover(from: Int64, to: Int64, into report: inout RecoveryReport) throws {
             let request = NotificationHistoryRequest(startDate: from, endDate: to, onlyFailures: onlyFailures ? true : nil)
             let walk: NotificationHistoryWalk
@@ -47,7 +48,7 @@ public enum RecoveryPass {
             case .success(let value): walk = value
             }
             report.pages += walk.pages
-            if walk.truncated, to - from >= 2 * RecoveryPass.narrowestWindowMs {
+            if walk.reachedPageLimit, to - from >= 2 * RecoveryPass.narrowestWindowMs {
                 let middle = from + (to - from) / 2
                 try recover(from: from, to: middle, into: &report)
                 try recover(from: middle, to: to, into: &report)
