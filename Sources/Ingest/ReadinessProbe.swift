@@ -4,7 +4,8 @@ import Synchronization
 /// `/readyz` answers anyone, so it must not let anyone load the broker or PostgreSQL through it (each
 /// check is a metadata request and a database ping) nor take the read places the read API needs: one
 /// check runs at a time and its answer is reused for a second; a caller while it runs gets the last
-/// answer, or 503 when there is none recent.
+/// answer, or 503 when there is none recent. A check still running after `staleMs` (a hung database)
+/// no longer holds the others back: the next caller starts another.
 final class ReadinessProbe: Sendable {
     enum Decision {
         case answer(HTTPResponse)
@@ -14,7 +15,8 @@ final class ReadinessProbe: Sendable {
 
     private struct State {
         var last: (response: HTTPResponse, atMs: Int64)?
-        var checking = false
+        /// When the running check started.
+        var checkingSinceMs: Int64?
     }
 
     private let state = Mutex(State())
@@ -26,11 +28,11 @@ final class ReadinessProbe: Sendable {
     func decide(nowMs: Int64) -> Decision {
         state.withLock { state in
             if let last = state.last, nowMs - last.atMs < reuseMs { return .answer(last.response) }
-            guard !state.checking else {
+            if let since = state.checkingSinceMs, nowMs - since < staleMs {
                 if let last = state.last, nowMs - last.atMs < staleMs { return .answer(last.response) }
                 return .answer(.error(status: 503, reason: "readiness is being checked; retry shortly"))
             }
-            state.checking = true
+            state.checkingSinceMs = nowMs
             return .check
         }
     }
@@ -38,7 +40,7 @@ final class ReadinessProbe: Sendable {
     func finished(_ response: HTTPResponse, nowMs: Int64) {
         state.withLock { state in
             state.last = (response, nowMs)
-            state.checking = false
+            state.checkingSinceMs = nil
         }
     }
 }

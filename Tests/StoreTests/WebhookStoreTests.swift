@@ -41,10 +41,11 @@ final class WebhookStoreTests: PGTestCase {
         let store = WebhookStore(db)
         XCTAssertEqual(try store.enqueue(endpoint: "crm"), 1)
         let policy = WebhookRetryPolicy(baseDelayMs: 10_000, maxDelayMs: 3_600_000, giveUpAfterMs: 259_200_000)
-        var now: Int64 = 1_800_000_000_000
+        // The rows' times come from the server's clock (`now()`): count from it.
+        var now = try db.query("SELECT (extract(epoch FROM now()) * 1000)::bigint AS ms").first!.int64("ms") + 1_000
         func failOnce() throws -> WebhookStore.Due {
             let due = try XCTUnwrap(try store.due(endpoint: "crm", nowMs: now).first)
-            let next = policy.afterFailure(attempts: due.windowAttempts + 1, firstAttemptMs: due.firstAttemptMs ?? now, nowMs: now)
+            let next = due.afterFailure(policy, startedMs: now, endedMs: now)
             try store.record(endpoint: "crm", entryId: due.entryId, attempt: due.attempts + 1, atMs: now, durationMs: 1,
                              outcome: .failed(status: 500, error: "HTTP 500", next: next))
             now += 4_000_000

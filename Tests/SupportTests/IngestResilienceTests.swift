@@ -155,9 +155,11 @@ final class IngestResilienceTests: XCTestCase {
         XCTAssertEqual(status(probe.decide(nowMs: 1_000)), 200, "reused within a second")
         XCTAssertTrue(isCheck(probe.decide(nowMs: 1_200)), "then checked again, by one caller")
         XCTAssertEqual(status(probe.decide(nowMs: 1_300)), 200, "the last answer while that check runs")
-        XCTAssertEqual(status(probe.decide(nowMs: 20_000)), 503, "an answer too old is none")
-        probe.finished(.error(status: 503, reason: "broker unavailable"), nowMs: 20_100)
-        XCTAssertEqual(status(probe.decide(nowMs: 20_200)), 503)
+        XCTAssertEqual(status(probe.decide(nowMs: 5_000)), 200, "still the last answer while that check runs")
+        XCTAssertTrue(isCheck(probe.decide(nowMs: 20_000)), "a check hung past 10 s holds nobody back: another starts")
+        XCTAssertEqual(status(probe.decide(nowMs: 20_100)), 503, "an answer too old is none")
+        probe.finished(.error(status: 503, reason: "broker unavailable"), nowMs: 20_200)
+        XCTAssertEqual(status(probe.decide(nowMs: 20_300)), 503)
     }
 
     private func waitUntil(_ condition: () -> Bool) throws {

@@ -33,7 +33,7 @@ public enum ServerAPIStore {
         public var facts: String
         /// JSON: the body sent to Apple; nil when none was sent.
         public var request: String?
-        /// sent | not-sent | failed
+        /// sent | not-sent | failed | expired (older than Apple's 12 hours, nothing sent)
         public var outcome: String
         public var detail: String?
         public var requestedMs: Int64?

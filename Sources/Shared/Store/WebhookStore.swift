@@ -8,14 +8,12 @@ public struct WebhookStore {
     let db: PGConnection
     public init(_ db: PGConnection) { self.db = db }
 
-    /// Arbitrary, fixed: the class of the advisory locks that make one deliverer per endpoint active.
-    static let delivererLockClass: Int32 = 0x534C_0017
-
     /// Takes this endpoint's deliverer lock if free (true); it lasts as long as this connection, so a
     /// deliverer that dies or loses PostgreSQL hands the endpoint to a standby. Two workers sending the
-    /// same due rows would each POST them.
+    /// same due rows would each POST them. The key is a 64-bit hash of the endpoint's id: two
+    /// endpoints sharing one would leave the second without a deliverer.
     public func tryTakeDelivererLock(endpoint: String) throws -> Bool {
-        try db.query("SELECT pg_try_advisory_lock(\(Self.delivererLockClass), hashtext(\(endpoint))) AS held").first?.bool("held") == true
+        try db.query("SELECT pg_try_advisory_lock(hashtextextended('storeledger-webhook:' || \(endpoint), 0)) AS held").first?.bool("held") == true
     }
 
     /// Takes the outbox rows ordered since the endpoint's cursor as pending deliveries and moves the
@@ -48,6 +46,13 @@ public struct WebhookStore {
         public var windowAttempts: Int
         public var firstAttemptMs: Int64?
         public var payload: [UInt8]
+
+        /// What follows a failed attempt made from `startedMs` to `endedMs`: the backoff counts this
+        /// retry window's attempts only (a resend starts again at the first step), the window from
+        /// its first attempt.
+        public func afterFailure(_ policy: WebhookRetryPolicy, startedMs: Int64, endedMs: Int64) -> WebhookRetryPolicy.Decision {
+            policy.afterFailure(attempts: windowAttempts + 1, firstAttemptMs: firstAttemptMs ?? startedMs, nowMs: endedMs)
+        }
     }
 
     /// The oldest pending delivery of each user (per-user order: a later event waits for the earlier

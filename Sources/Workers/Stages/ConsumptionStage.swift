@@ -6,6 +6,7 @@ import Kafka
 import Postgres
 import Runtime
 import Store
+import Synchronization
 
 /// Consumption answers: reads the decoded topic (its own consumer group) for CONSUMPTION_REQUEST
 /// notifications, computes the answer from the ledger with `ConsumptionPolicy`, sends it to Apple
@@ -128,20 +129,24 @@ public struct ConsumptionStage: StageLogic {
 }
 
 /// The consumption stage's own connection, outside the batch's transaction: an answer Apple has is
-/// committed the moment it was sent. Used from the stage's one thread only.
+/// committed the moment it was sent.
+// @unchecked: the connection is touched only inside `lock`.
 private final class AnswerLog: @unchecked Sendable {
     let url: String
     private var db: PGConnection?
+    private let lock = Mutex(())
 
     init(_ url: String) { self.url = url }
 
     func record(_ row: ServerAPIStore.ConsumptionAnswerRow) throws {
-        if db == nil || db?.isBroken == true { db = try PGConnection(url: url) }
-        do {
-            try ServerAPIStore.record(row, db: db!)
-        } catch {
-            if db?.isBroken == true { db = nil }
-            throw error
+        try lock.withLock { _ in
+            if db == nil || db?.isBroken == true { db = try PGConnection(url: url) }
+            do {
+                try ServerAPIStore.record(row, db: db!)
+            } catch {
+                if db?.isBroken == true { db = nil }
+                throw error
+            }
         }
     }
 }

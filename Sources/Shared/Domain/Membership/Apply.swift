@@ -499,9 +499,8 @@ struct Target {
         var endedBy = EndedBy.period
         let within = { (at: Int64) in at >= grace.startMs && at < grace.endMs }
         if let ended = facts.graceEnds[grace.group]?.first(where: within) { interval.endMs = ended }
-        // Period ends are whole seconds; the grace may start at Apple's expiry with its milliseconds.
-        let followed = grace.startMs.saturatingSubtracting(1000)
-        let cuts = facts.grants.values.filter { $0.group == grace.group && ($0.endMs ?? .max) >= followed }.compactMap(\.cut)
+        // The period the grace follows ends where it starts (whole seconds both), a later one after.
+        let cuts = facts.grants.values.filter { $0.group == grace.group && ($0.endMs ?? .max) >= grace.startMs }.compactMap(\.cut)
             .filter { ($0.kind == .refund || $0.kind == .revoke) && within($0.atMs) }
         if let cut = cuts.min(by: { ($0.atMs, $0.kind.rawValue) < ($1.atMs, $1.kind.rawValue) }), cut.atMs < interval.endOrMax {
             interval.endMs = cut.atMs

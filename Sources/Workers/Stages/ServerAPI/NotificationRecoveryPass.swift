@@ -99,7 +99,8 @@ public struct RecoveryReport: Codable, Sendable {
     var environment: String
     var error: String?
     var pages = 0
-    /// A walk stopped at --max-pages (or on a repeated cursor) in a window too narrow to split again.
+    /// A walk stopped at --max-pages in a window too narrow to split again, or on a cursor Apple
+    /// repeated or left out (never split).
     var truncated = false
     var found = 0
     var neverDelivered = 0

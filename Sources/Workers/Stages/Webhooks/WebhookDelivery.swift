@@ -129,8 +129,6 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         let result = WebhookHTTP.post(request, timeout: endpoint.timeout)
         let endedMs = currentTimeMs()
         let attempt = delivery.attempts + 1
-        // The backoff counts this retry window's attempts only: a resend starts again at the first step.
-        let windowAttempt = delivery.windowAttempts + 1
         let outcome: WebhookStore.Outcome
         switch result {
         case .success(let status) where (200..<300).contains(status):
@@ -138,11 +136,11 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "delivered"])
         case .success(let status):
             outcome = .failed(status: status, error: "HTTP \(status)",
-                              next: config.retry.afterFailure(attempts: windowAttempt, firstAttemptMs: delivery.firstAttemptMs ?? startedMs, nowMs: endedMs))
+                              next: delivery.afterFailure(config.retry, startedMs: startedMs, endedMs: endedMs))
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         case .failure(let error):
             outcome = .failed(status: nil, error: error.reason,
-                              next: config.retry.afterFailure(attempts: windowAttempt, firstAttemptMs: delivery.firstAttemptMs ?? startedMs, nowMs: endedMs))
+                              next: delivery.afterFailure(config.retry, startedMs: startedMs, endedMs: endedMs))
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         }
         try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: attempt, atMs: startedMs,
