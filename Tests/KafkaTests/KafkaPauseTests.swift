@@ -6,16 +6,33 @@ import XCTest
 /// keeps flowing and the consumer keeps polling; resuming continues exactly after the last record
 /// `poll` returned (no gap, no duplicate); the member reports its assignment and counts rebalances.
 final class KafkaPauseTests: XCTestCase {
-    func testPausedPartitionWaitsWhileTheOtherFlowsAndResumesWithoutGapOrDuplicate() throws {
-        let broker = try EmbeddedBroker()
-        defer { broker.close() }
-        let topic = "pause-\(UUID().uuidString.prefix(8))"
-        try broker.createTopic(topic, partitions: 2)
-        let config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "pause-tests",
+    /// A broker of its own with a two-partition topic, the group timings both tests use, and a producer.
+    private struct TwoPartitions {
+        let broker: EmbeddedBroker
+        let topic: String
+        let config: KafkaConfig
+        let producer: KafkaProducer
+
+        init(_ prefix: String) throws {
+            broker = try EmbeddedBroker()
+            topic = "\(prefix)-\(UUID().uuidString.prefix(8))"
+            try broker.createTopic(topic, partitions: 2)
+            config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "pause-tests",
                                  sessionTimeout: .milliseconds(3000), heartbeatInterval: .milliseconds(500),
                                  fetchMaxWait: .milliseconds(10))
-        let producer = try KafkaProducer(config: config)
-        defer { producer.close() }
+            producer = try KafkaProducer(config: config)
+        }
+
+        func close() {
+            producer.close()
+            broker.close()
+        }
+    }
+
+    func testPausedPartitionWaitsWhileTheOtherFlowsAndResumesWithoutGapOrDuplicate() throws {
+        let setup = try TwoPartitions("pause")
+        defer { setup.close() }
+        let (topic, config, producer) = (setup.topic, setup.config, setup.producer)
         for partition in Int32(0)...1 {
             for index in 0..<30 {
                 _ = try producer.sendAndWait(topic: topic, key: nil, value: Array("\(partition)-\(index)".utf8),
@@ -59,15 +76,9 @@ final class KafkaPauseTests: XCTestCase {
     /// starts every new assignment unpaused, so one left paused inside librdkafka was never read again
     /// (a chaos run's decode and classify groups stalled so, their lag constant).
     func testAPartitionPausedBeforeARebalanceIsReadAfterItIsAssignedAgain() throws {
-        let broker = try EmbeddedBroker()
-        defer { broker.close() }
-        let topic = "repause-\(UUID().uuidString.prefix(8))"
-        try broker.createTopic(topic, partitions: 2)
-        let config = KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "pause-tests",
-                                 sessionTimeout: .milliseconds(3000), heartbeatInterval: .milliseconds(500),
-                                 fetchMaxWait: .milliseconds(10))
-        let producer = try KafkaProducer(config: config)
-        defer { producer.close() }
+        let setup = try TwoPartitions("repause")
+        defer { setup.close() }
+        let (topic, config, producer) = (setup.topic, setup.config, setup.producer)
         for partition in Int32(0)...1 {
             _ = try producer.sendAndWait(topic: topic, key: nil, value: Array("\(partition)".utf8), partition: partition, timeout: .seconds(10))
         }

@@ -42,7 +42,6 @@ final class IngestResilienceTests: XCTestCase {
 
     func testAdminAppleCallsBeyondTheirBoundAreRefusedAtOnce() throws {
         let adminKey = "slk_in-flight-bound-admin"
-        let keys = APIKeyRing(entries: [.init(name: "ops", role: .admin, sha256: SHA256.hash(Array(adminKey.utf8)))])
         let release = DispatchSemaphore(value: 0)
         let calls = Atomic<Int>(0)
         let slowRefresh = ServerAPIAdminRoutes(refresh: { _ in
@@ -50,13 +49,10 @@ final class IngestResilienceTests: XCTestCase {
             release.wait()
             return (true, Data(#"{"refresh":{}}"#.utf8))
         })
-        var config = IngestConfig(kafka: kafka, databaseURL: nil)
-        config.port = 0
-        config.maxAppleCallsInFlight = 2
-        config.serverAPIAdmin = slowRefresh
-        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
-        let ingest = try IngestService(config: config)
-        try ingest.start()
+        let ingest = try ingest(key: adminKey, role: .admin) { config in
+            config.maxAppleCallsInFlight = 2
+            config.serverAPIAdmin = slowRefresh
+        }
         defer { ingest.stop() }
         let url = "http://127.0.0.1:\(ingest.port)/v1/admin/refresh/2000000000000001"
 
@@ -81,13 +77,8 @@ final class IngestResilienceTests: XCTestCase {
     /// stopped, once, rather than answering 503 to every write for ever while looking healthy.
     func testAFatallyFailedProducerStopsIngest() throws {
         let serviceKey = "slk_fatal-producer-service"
-        let keys = APIKeyRing(entries: [.init(name: "app", role: .service, sha256: SHA256.hash(Array(serviceKey.utf8)))])
         let stops = Atomic<Int>(0)
-        var config = IngestConfig(kafka: kafka, databaseURL: nil)
-        config.port = 0
-        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
-        let ingest = try IngestService(config: config, onProducerFailure: { stops.add(1, ordering: .relaxed) })
-        try ingest.start()
+        let ingest = try ingest(key: serviceKey, role: .service, onProducerFailure: { stops.add(1, ordering: .relaxed) })
         defer { ingest.stop() }
         XCTAssertFalse(ingest.producerHasFailed)
         ingest.producer.raiseFatalErrorForTesting("test: out of order sequence")
@@ -96,16 +87,7 @@ final class IngestResilienceTests: XCTestCase {
         let url = "http://127.0.0.1:\(ingest.port)/v1/receipts"
         let body = Data(#"{"user_id":"u-1","receipt_data":"cmVjZWlwdA=="}"#.utf8)
         for _ in 0..<2 {
-            var request = URLRequest(url: URL(string: url)!)
-            request.httpMethod = "POST"
-            request.httpBody = body
-            request.setValue("Bearer \(serviceKey)", forHTTPHeaderField: "Authorization")
-            let pending = Pending()
-            URLSession.shared.dataTask(with: request) { data, response, _ in
-                pending.set((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
-                pending.done.signal()
-            }.resume()
-            XCTAssertEqual(pending.wait().status, 503)
+            XCTAssertEqual(Self.send(url, post: true, body: body, bearer: serviceKey).wait().status, 503)
         }
         XCTAssertTrue(ingest.producerHasFailed)
         XCTAssertEqual(stops.load(ordering: .relaxed), 1, "asked to stop once")
@@ -117,26 +99,12 @@ final class IngestResilienceTests: XCTestCase {
     /// and the shared secret would reach the raw topic.
     func testABodyThatIsNotUTF8IsRefused() throws {
         let serviceKey = "slk_utf16-service"
-        let keys = APIKeyRing(entries: [.init(name: "app", role: .service, sha256: SHA256.hash(Array(serviceKey.utf8)))])
-        var config = IngestConfig(kafka: kafka, databaseURL: nil)
-        config.port = 0
-        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
-        let ingest = try IngestService(config: config)
-        try ingest.start()
+        let ingest = try ingest(key: serviceKey, role: .service)
         defer { ingest.stop() }
         let json = #"{"user_id":"u1","receipt_data":"TUlJ","password":"app-shared-secret"}"#
         for body in [Data(json.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }),
                      Data(json.unicodeScalars.flatMap { [UInt8($0.value & 0xFF), 0, 0, 0] })] {
-            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(ingest.port)/v1/receipts")!)
-            request.httpMethod = "POST"
-            request.httpBody = body
-            request.setValue("Bearer \(serviceKey)", forHTTPHeaderField: "Authorization")
-            let pending = Pending()
-            URLSession.shared.dataTask(with: request) { data, response, _ in
-                pending.set((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
-                pending.done.signal()
-            }.resume()
-            let answer = pending.wait()
+            let answer = Self.send("http://127.0.0.1:\(ingest.port)/v1/receipts", post: true, body: body, bearer: serviceKey).wait()
             XCTAssertEqual(answer.status, 400)
             XCTAssertTrue(answer.body.contains("UTF-8"), answer.body)
             XCTAssertFalse(answer.body.contains("app-shared-secret"))
@@ -185,10 +153,23 @@ final class IngestResilienceTests: XCTestCase {
         }
     }
 
-    private static func send(_ url: String, post: Bool = false, bearer: String? = nil) -> Pending {
+    /// An ingest on a free port whose only credential is `key` in `role`, writing to the absent broker.
+    private func ingest(key: String, role: APIKeyRing.Role, _ adjust: (inout IngestConfig) -> Void = { _ in },
+                        onProducerFailure: @escaping @Sendable () -> Void = {}) throws -> IngestService {
+        let keys = APIKeyRing(entries: [.init(name: "k", role: role, sha256: SHA256.hash(Array(key.utf8)))])
+        var config = IngestConfig(kafka: kafka, databaseURL: nil)
+        config.port = 0
+        config.security = EdgeSecuritySettings(auth: AuthConfiguration(authenticator: Authenticator(apiKeys: keys, jwt: nil)), v1SharedSecrets: [])
+        adjust(&config)
+        let service = try IngestService(config: config, onProducerFailure: onProducerFailure)
+        try service.start()
+        return service
+    }
+
+    private static func send(_ url: String, post: Bool = false, body: Data = Data(), bearer: String? = nil) -> Pending {
         var request = URLRequest(url: URL(string: url)!)
         request.timeoutInterval = 30
-        if post { request.httpMethod = "POST"; request.httpBody = Data() }
+        if post { request.httpMethod = "POST"; request.httpBody = body }
         if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
         let pending = Pending()
         URLSession.shared.dataTask(with: request) { data, response, _ in
