@@ -174,7 +174,10 @@ final class StageWork: ConsumerLoopWork {
         if stopBeforeCommit {
             stopBeforeCommit = false
             logger.warning("failpoint_stop_before_commit")
-            kill(getpid(), SIGSTOP)
+            // To this thread, not the process: `kill(getpid(), …)` may reach another thread first,
+            // and this one ran the fence check (FOR SHARE) before the stop took hold, so the zombie
+            // held the rows a new owner's claim waits on.
+            raise(SIGSTOP)
         }
         try fence.check(batchPartitions, database)
         try database.commit()
