@@ -39,17 +39,9 @@ public struct NotificationV2Decoder: Sendable {
         var transaction: TransactionFacts?
         var renewal: RenewalFacts?
         if let signed = data?.string("signedTransactionInfo") {
-            switch verifier.verifyTransaction(signed) {
-            case .failure(let failure):
-                return .failure(PermanentFailure(failure.status.rawValue, "signedTransactionInfo: \(failure.reason)"))
-            case .success(let verified):
-                if let key = verified.fields.invalidNumber(V2Facts.transactionNumbers) {
-                    return .failure(ReceiptFields.invalidNumber("signedTransactionInfo", key))
-                }
-                guard let facts = V2Facts.transaction(verified.fields) else {
-                    return .failure(PermanentFailure("missing_field", "signedTransactionInfo lacks transactionId, productId or purchaseDate"))
-                }
-                transaction = facts
+            switch V2Facts.verifiedTransaction(signed, verifier, what: "signedTransactionInfo") {
+            case .failure(let failure): return .failure(failure)
+            case .success(let read): transaction = read.facts
             }
         }
         if let signed = data?.string("signedRenewalInfo") {
@@ -162,5 +154,24 @@ enum V2Facts {
             renewalDateMs: f.int64("renewalDate"), renewalPrice: f.int64("renewalPrice"),
             currency: f.string("currency"), offerType: f.int("offerType"),
             offerIdentifier: f.string("offerIdentifier"))
+    }
+}
+
+extension V2Facts {
+    /// A signed transaction verified with `verifier` and read, or the reason it is refused (`what`
+    /// names it there): every path that takes one (notifications, Server API answers, StoreKit 2
+    /// uploads) checks it alike.
+    static func verifiedTransaction(_ signed: String, _ verifier: SignedDataVerifier,
+                                    what: String) -> Result<(facts: TransactionFacts, verified: VerifiedSignedData), PermanentFailure> {
+        switch verifier.verifyTransaction(signed) {
+        case .failure(let failure):
+            return .failure(PermanentFailure(failure.status.rawValue, "\(what): \(failure.reason)"))
+        case .success(let verified):
+            if let key = verified.fields.invalidNumber(transactionNumbers) { return .failure(ReceiptFields.invalidNumber(what, key)) }
+            guard let facts = transaction(verified.fields) else {
+                return .failure(PermanentFailure("missing_field", "\(what) lacks transactionId, productId or purchaseDate"))
+            }
+            return .success((facts, verified))
+        }
     }
 }

@@ -68,17 +68,12 @@ public struct ServerAPIRecordDecoder: Sendable {
         var stated: Int64?
         var environment: String?
         for signed in record.signedTransactions {
-            switch verifier.verifyTransaction(signed) {
-            case .failure(let failure): return .failure(PermanentFailure(failure.status.rawValue, "signedTransaction: \(failure.reason)"))
-            case .success(let verified):
-                let fields = verified.fields
-                if let key = fields.invalidNumber(V2Facts.transactionNumbers) { return .failure(ReceiptFields.invalidNumber("signedTransaction", key)) }
-                guard let facts = V2Facts.transaction(fields) else {
-                    return .failure(PermanentFailure("missing_field", "signedTransaction lacks transactionId, productId or purchaseDate"))
-                }
-                transactions.append(facts)
-                stated = max(stated ?? .min, fields.int64("signedDate") ?? .min)
-                environment = environment ?? verified.environment.rawValue
+            switch V2Facts.verifiedTransaction(signed, verifier, what: "signedTransaction") {
+            case .failure(let failure): return .failure(failure)
+            case .success(let read):
+                transactions.append(read.facts)
+                stated = max(stated ?? .min, read.verified.fields.int64("signedDate") ?? .min)
+                environment = environment ?? read.verified.environment.rawValue
             }
         }
         for signed in record.signedRenewalInfos {

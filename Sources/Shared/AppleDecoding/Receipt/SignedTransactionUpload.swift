@@ -16,23 +16,18 @@ public struct SignedTransactionUpload: Sendable {
 
     public func decode(_ upload: ReceiptUploadDecoder.Upload, receivedAtMs: Int64,
                        rawPosition: RecordPosition?) -> Result<[AppleEvent], PermanentFailure> {
-        let verified: VerifiedSignedData
-        switch verifier.verifyTransaction(upload.receiptData) {
-        case .failure(let failure): return .failure(PermanentFailure(failure.status.rawValue, "signed transaction: \(failure.reason)"))
-        case .success(let value): verified = value
-        }
-        let fields = verified.fields
-        if let key = fields.invalidNumber(V2Facts.transactionNumbers) { return .failure(ReceiptFields.invalidNumber("signed transaction", key)) }
-        guard let facts = V2Facts.transaction(fields) else {
-            return .failure(PermanentFailure("missing_field", "signed transaction lacks transactionId, productId or purchaseDate"))
+        let read: (facts: TransactionFacts, verified: VerifiedSignedData)
+        switch V2Facts.verifiedTransaction(upload.receiptData, verifier, what: "signed transaction") {
+        case .failure(let failure): return .failure(failure)
+        case .success(let value): read = value
         }
         // Each upload is a claim of its own (R17), as a receipt upload's: its time is part of its identity.
         let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(String(receivedAtMs).utf8) + [0]
                                          + Array(upload.receiptData.utf8))
         let context = ReceiptUploadDecoder.EventContext(digest: digest, userId: upload.userId, receivedAtMs: receivedAtMs,
                                                         rawPosition: rawPosition)
-        return .success(ReceiptUploadDecoder.group([facts], renewals: [], source: .appReceipt, environment: verified.environment.rawValue,
-                                                   bundleId: verifier.bundleId, prefix: "receipt", statedAtMs: fields.int64("signedDate"),
-                                                   context))
+        return .success(ReceiptUploadDecoder.group([read.facts], renewals: [], source: .appReceipt,
+                                                   environment: read.verified.environment.rawValue, bundleId: verifier.bundleId,
+                                                   prefix: "receipt", statedAtMs: read.verified.fields.int64("signedDate"), context))
     }
 }
