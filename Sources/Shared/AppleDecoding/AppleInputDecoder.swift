@@ -68,7 +68,9 @@ public struct AppleInputDecoder: Sendable {
             return ServerAPIRecordDecoder(verifier: v2.verifier)
                 .decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position).mapError { .permanent($0) }
         case .appReceipt:
-            if case .success(let upload) = ReceiptUploadDecoder.parseUpload(input.body), SignedTransactionUpload.looksLikeOne(upload.receiptData) {
+            // Parsed once: a StoreKit 2 signed transaction goes to the V2 trust, an app receipt to its own.
+            let parsed = ReceiptUploadDecoder.parseUpload(input.body)
+            if case .success(let upload) = parsed, SignedTransactionUpload.looksLikeOne(upload.receiptData) {
                 guard let v2 else {
                     return .failure(.permanent(PermanentFailure("v2_not_configured",
                         "a signed transaction upload (StoreKit 2) needs \(Setting.appleRoots) and \(Setting.bundleId)")))
@@ -80,7 +82,10 @@ public struct AppleInputDecoder: Sendable {
                 return .failure(.permanent(PermanentFailure(ReceiptFailure.notConfigured,
                     "receipt validation needs \(Setting.receiptRoots) (local) or verifyReceipt endpoints")))
             }
-            return receipts.decode(body: input.body, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
+            switch parsed {
+            case .success(let upload): return receipts.decode(upload, receivedAtMs: input.receivedAtMs, rawPosition: input.position)
+            case .failure(let failure): return .failure(.permanent(failure))
+            }
         }
     }
 }

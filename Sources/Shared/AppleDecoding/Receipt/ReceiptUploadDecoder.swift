@@ -53,17 +53,15 @@ public struct ReceiptUploadDecoder: Sendable {
     }
 
     public func decode(body: [UInt8], receivedAtMs: Int64, rawPosition: RecordPosition?) -> Result<[AppleEvent], DecodeFailure> {
-        let upload: Upload
         switch Self.parseUpload(body) {
-        case .success(let value): upload = value
+        case .success(let upload): return decode(upload, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
         case .failure(let failure): return .failure(.permanent(failure))
         }
-        // Each upload is a claim of its own (R17), so its time is part of its identity: the same receipt
-        // uploaded again by an account after another account's upload claims it back. Apple's and
-        // Kafka's redeliveries of one upload keep the time ingest gave it, and stay one input.
-        let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(String(receivedAtMs).utf8) + [0]
-                                         + Array(upload.receiptData.utf8))
-        let context = EventContext(digest: digest, userId: upload.userId, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
+    }
+
+    /// An upload already parsed (`parseUpload`).
+    public func decode(_ upload: Upload, receivedAtMs: Int64, rawPosition: RecordPosition?) -> Result<[AppleEvent], DecodeFailure> {
+        let context = EventContext(upload, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
         switch validation {
         case .verifyReceipt:
             return viaVerifyReceipt(upload.receiptData, context)
@@ -207,5 +205,16 @@ enum VerifyReceiptResponse {
         guard let product = info.string("product_id") else { return nil }
         guard let latest = facts.filter({ $0.productId == product }).max(by: { $0.purchaseDateMs < $1.purchaseDateMs }) else { return nil }
         return ReceiptFields.renewal(info.setting("original_transaction_id", to: latest.originalTransactionId))
+    }
+}
+
+extension ReceiptUploadDecoder.EventContext {
+    /// Each upload is a claim of its own (R17), so its time is part of its identity: the same receipt
+    /// uploaded again by an account after another account's upload claims it back. Apple's and
+    /// Kafka's redeliveries of one upload keep the time ingest gave it, and stay one input.
+    init(_ upload: ReceiptUploadDecoder.Upload, receivedAtMs: Int64, rawPosition: RecordPosition?) {
+        self.init(digest: EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(String(receivedAtMs).utf8) + [0]
+                                              + Array(upload.receiptData.utf8)),
+                  userId: upload.userId, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
     }
 }

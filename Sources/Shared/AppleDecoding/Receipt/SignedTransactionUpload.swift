@@ -21,11 +21,8 @@ public struct SignedTransactionUpload: Sendable {
         case .failure(let failure): return .failure(failure)
         case .success(let value): read = value
         }
-        // Each upload is a claim of its own (R17), as a receipt upload's: its time is part of its identity.
-        let digest = EventDigest.hex(of: Array((upload.userId ?? "").utf8) + [0] + Array(String(receivedAtMs).utf8) + [0]
-                                         + Array(upload.receiptData.utf8))
-        let context = ReceiptUploadDecoder.EventContext(digest: digest, userId: upload.userId, receivedAtMs: receivedAtMs,
-                                                        rawPosition: rawPosition)
+        // Each upload is a claim of its own (R17), identified like a receipt upload.
+        let context = ReceiptUploadDecoder.EventContext(upload, receivedAtMs: receivedAtMs, rawPosition: rawPosition)
         return .success(ReceiptUploadDecoder.group([read.facts], renewals: [], source: .appReceipt,
                                                    environment: read.verified.environment.rawValue, bundleId: verifier.bundleId,
                                                    prefix: "receipt", statedAtMs: read.verified.fields.int64("signedDate"), context))
