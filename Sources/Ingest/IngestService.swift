@@ -62,6 +62,9 @@ public final class IngestService: Sendable {
     private let bounded: BoundedReads
     private let appleCalls: BoundedReads
     private let readinessProbe = ReadinessProbe()
+    /// The readiness check's own bounded place (not the read API's): a hung check answers 503 in
+    /// time, and at most two run at once (ReadinessProbe starts another after 10 s).
+    private let readinessReads: BoundedReads
     private let failed = Atomic<Bool>(false)
     private let onProducerFailure: @Sendable () -> Void
     private let deadlines: WriteDeadlines
@@ -82,6 +85,7 @@ public final class IngestService: Sendable {
         self.bounded = BoundedReads(timeout: config.readTimeout, maxInFlight: config.maxReadsInFlight)
         // Only its places are used: a refresh answers when Apple has (its client bounds each call).
         self.appleCalls = BoundedReads(timeout: .seconds(60), maxInFlight: config.maxAppleCallsInFlight)
+        self.readinessReads = BoundedReads(timeout: config.readTimeout, maxInFlight: 2)
         // A guard in case the delivery report itself is late: the caller never waits unbounded.
         let late = HTTPResponse.error(status: 503, reason: "broker did not confirm the write in time; retry later")
         self.deadlines = WriteDeadlines(timeout: config.writeTimeout + .seconds(1)) { watch in
@@ -382,22 +386,18 @@ public final class IngestService: Sendable {
 
     /// Ready while the broker answers (every write needs it: without it each POST gets 503) and,
     /// when configured, PostgreSQL does (the reads). One check at a time, off the HTTP threads and
-    /// outside the read places (ReadinessProbe); its caller gets 503 if it outlasts the read timeout.
+    /// outside the read API's places (ReadinessProbe); its caller gets 503 if it outlasts the read timeout.
     private func readiness(_ responder: HTTPResponder) {
         let route = IngestRoute.ready
         switch readinessProbe.decide(nowMs: currentTimeMs()) {
         case .answer(let response):
             answer(route, responder, response)
         case .check:
-            let seconds = Double(config.readTimeout.components.seconds) + Double(config.readTimeout.components.attoseconds) / 1e18
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-                answer(route, responder, .error(status: 503, reason: "the readiness check did not finish in time"))
-            }
-            DispatchQueue.global().async { [self] in
+            readinessReads.run(responder, { [self] in
                 let response = checkReadiness()
                 readinessProbe.finished(response, nowMs: currentTimeMs())
-                answer(route, responder, response)
-            }
+                return response
+            }, answered: { [self] status in count(route.metricName, status) })
         }
     }
 

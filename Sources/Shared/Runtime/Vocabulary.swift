@@ -145,7 +145,7 @@ public enum Vocabulary {
         .init(name: "write_unconfirmed", meaning: "The broker did not confirm a write in time; the client got 503."),
         .init(name: "kafka_producer_failed", meaning: "Ingest's producer failed for good (librdkafka's fatal error): every write would get 503, so ingest stops with exit code 1 to be started again with a new one."),
         .init(name: "read_failed", meaning: "A read API query failed (503)."),
-        .init(name: "read_timeout", meaning: "PostgreSQL did not answer a read API query in time: 503."),
+        .init(name: "read_timeout", meaning: "PostgreSQL did not answer a read API query (or /readyz's check) in time: 503."),
         .init(name: "read_refused_saturated", meaning: "Too many read API queries were already waiting on PostgreSQL: 503 at once."),
         .init(name: "support_read_failed", meaning: "A support page's PostgreSQL read failed (503)."),
         .init(name: "support_raw_read_failed", meaning: "A support page could not read a record from the broker (503)."),
