@@ -175,6 +175,33 @@ final class ConsumerLoopMachineTests: XCTestCase {
         XCTAssertTrue(loop.isReady)
     }
 
+    /// Apple's `Retry-After`: the outage waits as long as asked (not the 100 ms backoff), capped at
+    /// `maxThrottleWait`; a shorter ask than the backoff keeps the backoff.
+    func testThrottledOutageWaitsAsLongAsAskedWithinTheCap() {
+        var loop = machine()
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(.throttled("429", retryAfterMs: 120_000)), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a, b]))
+        XCTAssertTrue(loop.isOutage)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 60_000), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 119_999), poll(1))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 120_000), .process([record(a, 0)]))
+
+        let cap = ConsumerLoopMachine.maxThrottleWait.milliseconds
+        XCTAssertEqual(loop.next(.failed(.throttled("429", retryAfterMs: 86_400_000)), nowMs: 120_000), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 120_000), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 120_000 + cap - 1), poll(1))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: 120_000 + cap), .process([record(a, 0)]))
+
+        // Third outage attempt: backoff 400 ms beats an ask of 1 ms.
+        let now = 120_000 + cap
+        XCTAssertEqual(loop.next(.failed(.throttled("429", retryAfterMs: 1)), nowMs: now), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: now), poll())
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: now + 399), poll(1))
+        XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: now + 400), .process([record(a, 0)]))
+    }
+
     func testOutageEvenOutlastingRetriesNeverDeadLetters() {
         var loop = machine(maxAttempts: 2)
         XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))

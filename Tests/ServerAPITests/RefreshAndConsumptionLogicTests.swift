@@ -101,6 +101,12 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         XCTAssertTrue(isOutage(APIFailure(.retryable, "bearer token refused", httpStatus: 401)))
         XCTAssertTrue(isOutage(APIFailure(.noToken, "the signer did not answer")))
         XCTAssertFalse(isOutage(APIFailure(.permanent, "refused", httpStatus: 400)))
+        // A Retry-After longer than the client waits in-process: the loop's outage waits that long.
+        var limited = APIFailure(.retryable, "rate limited", httpStatus: 429)
+        limited.retryAfterSeconds = 600
+        XCTAssertEqual(StageFailure.classify(limited), .throttled(limited.description, retryAfterMs: 600_000))
+        limited.retryAfterSeconds = 0
+        XCTAssertTrue(isOutage(limited))
         // A purchase the ledger does not know yet is waited for a little, then told undelivered.
         XCTAssertTrue(ConsumptionStage.awaitsLedger(factsFound: false, requestedAtMs: 1_000_000, nowMs: 1_000_000 + 2_000))
         XCTAssertFalse(ConsumptionStage.awaitsLedger(factsFound: false, requestedAtMs: 1_000_000, nowMs: 1_000_000 + ConsumptionStage.ledgerSettleMs))

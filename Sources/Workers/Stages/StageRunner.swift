@@ -236,7 +236,11 @@ public enum StageFailure {
         case let api as APIFailure where api.kind == .retryable || api.kind == .noToken:
             // Apple or the signer out of reach (5xx, 429, 401, no token): an outage the loop waits out
             // with its partitions paused. Apple gives 12 hours to answer a consumption request; a
-            // dead letter after a few seconds of retries would lose it.
+            // dead letter after a few seconds of retries would lose it. A `Retry-After` longer than the
+            // client waits in-process is honoured by the loop's outage instead.
+            if let seconds = api.retryAfterSeconds, seconds > 0 {
+                return .throttled(api.description, retryAfterMs: min(seconds, RetryAfter.maxSeconds) * 1_000)
+            }
             return .infrastructure(api.description)
         case let kafka as KafkaError:
             if kafka.isMessageTooLarge { return .permanent(kind: "output_too_large", reason: kafka.description) }

@@ -286,6 +286,7 @@ public final class ConsumerLoop: Sendable {
         case .retryable: kind = "retryable"
         case .permanent: kind = "permanent"
         case .infrastructure: kind = "infrastructure"
+        case .throttled: kind = "throttled"
         case .critical: kind = "critical"
         case .fenced: kind = "fenced"
         }

@@ -285,6 +285,9 @@ public struct ConsumerLoopMachine: Sendable {
         case .infrastructure(let reason):
             beginOutage(reason, nowMs)
             return chooseNext(nowMs)
+        case .throttled(let reason, let retryAfterMs):
+            beginOutage(reason, nowMs, atLeastMs: retryAfterMs)
+            return chooseNext(nowMs)
         case .fenced:
             queue = PartitionQueues()
             retries = [:]
@@ -321,11 +324,16 @@ public struct ConsumerLoopMachine: Sendable {
         return .deadLetter(order)
     }
 
-    private mutating func beginOutage(_ reason: String, _ nowMs: Int64) {
+    private mutating func beginOutage(_ reason: String, _ nowMs: Int64, atLeastMs asked: Int64 = 0) {
         let attempts = (outage?.attempts ?? 0) + 1
-        outage = Outage(attempts: attempts, reason: reason, retryAtMs: nowMs + jitter(backoff(attempt: attempts)))
+        let wait = max(jitter(backoff(attempt: attempts)), min(max(asked, 0), Self.maxThrottleWait.milliseconds))
+        outage = Outage(attempts: attempts, reason: reason, retryAtMs: nowMs + wait)
         outageRetries += 1
     }
+
+    /// The longest wait a `throttled` failure imposes: the loop stays responsive to stops and
+    /// rebalances meanwhile, and Apple's longest windows (an hour's request quota) fit in it.
+    public static let maxThrottleWait: Duration = .seconds(3_600)
 
     /// Capped exponential backoff before retry number `attempt` (1-based).
     func backoff(attempt: Int) -> Int64 {
@@ -372,6 +380,10 @@ extension ConsumerLoopMachine {
         case permanent(kind: String, reason: String)
         /// PostgreSQL or the broker is unreachable: pause everything, report not-ready, commit nothing, retry.
         case infrastructure(String)
+        /// An outage whose other side said how long to wait (Apple's `Retry-After`): as `infrastructure`,
+        /// but the next attempt comes no sooner than asked (at most `maxThrottleWait`), not after the
+        /// usual capped backoff, which would ask again every few seconds.
+        case throttled(String, retryAfterMs: Int64)
         /// Continuing would be wrong (bad configuration, a fatal client): stop, exit non-zero.
         case critical(String)
         /// Another member owns the partitions now (this one is a zombie): drop what is held,
@@ -380,7 +392,8 @@ extension ConsumerLoopMachine {
 
         public var reason: String {
             switch self {
-            case .retryable(let reason), .infrastructure(let reason), .critical(let reason), .fenced(let reason): reason
+            case .retryable(let reason), .infrastructure(let reason), .critical(let reason), .fenced(let reason),
+                 .throttled(let reason, _): reason
             case .permanent(let kind, let reason): "\(kind): \(reason)"
             }
         }
