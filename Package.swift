@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "Store", dependencies: ["Postgres", "Domain", "Runtime", "Crypto"], path: "Sources/Shared/Store", swiftSettings: strict),
 
         // Deployable roles: the ingest edge, and the workers (Sources/Workers: the stages and the signer).
-        .target(name: "Ingest", dependencies: ["Configuration", "Domain", "Runtime", "Kafka", "Postgres", "Store", "HTTPServer", "Auth", "Crypto"],
+        .target(name: "Ingest", dependencies: ["CivilCalendar", "Configuration", "Domain", "Runtime", "Kafka", "Postgres", "Store", "HTTPServer", "Auth", "Crypto"],
                 path: "Sources/Ingest", swiftSettings: strict),
         .target(name: "Stages", dependencies: ["Configuration", "Domain", "AppleDecoding", "AppStoreServerAPI", "Runtime", "Kafka", "Postgres", "Store", "Crypto"],
                 path: "Sources/Workers/Stages", swiftSettings: strict),

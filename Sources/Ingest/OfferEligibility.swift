@@ -14,9 +14,14 @@ public struct OfferPurchase: Sendable, Equatable {
     public var isTrial: Bool
     public var isIntro: Bool
     public var promotionalOfferId: String?
+    /// The end of the period Apple sold (before any cut): whether the next purchase renewed it.
+    public var endMs: Int64?
+    /// Apple's `offerPeriod` (ISO 8601, V2): how long one redemption of the offer lasts.
+    public var offerPeriod: String?
 
     public init(subscriptionKey: String, transactionId: String, productId: String, group: String, startMs: Int64,
-                entitled: Interval?, isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil) {
+                entitled: Interval?, isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
+                endMs: Int64? = nil, offerPeriod: String? = nil) {
         self.subscriptionKey = subscriptionKey
         self.transactionId = transactionId
         self.productId = productId
@@ -26,6 +31,8 @@ public struct OfferPurchase: Sendable, Equatable {
         self.isTrial = isTrial
         self.isIntro = isIntro
         self.promotionalOfferId = promotionalOfferId
+        self.endMs = endMs
+        self.offerPeriod = offerPeriod
     }
 
     func isActive(at nowMs: Int64) -> Bool {
@@ -61,12 +68,28 @@ public struct OfferHistory: Sendable, Equatable {
     /// purchase entitles is what membership granted it (`granted`): cut by a refund, and by the upgrade
     /// or crossgrade that replaced it, not only at Apple's own cancellation date. A purchase a replay
     /// found to be none of its own counts nowhere (`isTakenBack`).
+    ///
+    /// Only auto-renewable subscriptions count: promotional and introductory offers are theirs, and a
+    /// lifetime or non-renewing product sharing the group's entitlement makes no one a subscriber.
+    /// R18: a sandbox purchase (free for TestFlight testers and App Review) is no production history.
+    /// With any production subscription on the account only production counts; an account known
+    /// only outside production (a tester) is judged on what it has there.
     public init(states: [SubscriptionState]) {
+        func isProduction(_ environment: String?) -> Bool { (environment ?? SubscriptionKey.production) == SubscriptionKey.production }
+        let productionOnly = states.contains { state in
+            state.grants.values.contains { !$0.isTakenBack && $0.productKind == .autoRenewable && isProduction($0.environment ?? state.environment) }
+        }
+        func counted(_ state: SubscriptionState) -> [(key: String, value: PurchaseGrant)] {
+            state.grants.filter { !$0.value.isTakenBack && $0.value.productKind == .autoRenewable
+                && (!productionOnly || isProduction($0.value.environment ?? state.environment)) }.map { ($0.key, $0.value) }
+        }
+        let states = productionOnly ? states.filter { isProduction($0.environment) } : states
         purchases = states.flatMap { state in
-            state.grants.filter { !$0.value.isTakenBack }.map { id, grant in
+            counted(state).map { id, grant in
                 OfferPurchase(subscriptionKey: state.subscriptionKey, transactionId: grant.transactionId, productId: grant.productId,
                               group: grant.group, startMs: grant.startMs, entitled: state.granted[id], isTrial: grant.finance.isTrial,
-                              isIntro: grant.finance.isIntro, promotionalOfferId: grant.finance.promotionalOfferId)
+                              isIntro: grant.finance.isIntro, promotionalOfferId: grant.finance.promotionalOfferId,
+                              endMs: grant.endMs, offerPeriod: grant.finance.offerPeriod)
             }
         }.sorted { ($0.subscriptionKey, $0.startMs, $0.transactionId) < ($1.subscriptionKey, $1.startMs, $1.transactionId) }
         graces = states.flatMap { state in
@@ -238,20 +261,37 @@ public struct OfferEligibility: Sendable {
         return .failure(PickRefusal(productId: productId, verdicts: verdicts))
     }
 
-    /// A redemption is a run of consecutive purchases of one subscription carrying the offer id:
-    /// an offer lasting several billing periods puts its id on each period's transaction, but it
-    /// was redeemed once.
+    /// An offer lasting several billing periods puts its id on each period's transaction, but it was
+    /// redeemed once: a carrying purchase continues the redemption of the one before it when that one
+    /// carried the offer too, this one renewed it (started within a day of its end, the rule finance
+    /// uses for renewals), and the offer's own length (`offerPeriod`, when Apple stated it) from the
+    /// redemption's first period has not run out. A lapse and a resubscription with the offer, or the
+    /// offer taken again at a renewal after it ran out, is a new redemption.
     func redemptionCount(_ offerId: String, history: OfferHistory) -> Int {
         var count = 0
         for (_, purchases) in Dictionary(grouping: history.purchases, by: \.subscriptionKey) {
-            var previousCarried = false
+            var previous: OfferPurchase?
+            var redemptionEndsMs: Int64?
             for purchase in purchases.sorted(by: { ($0.startMs, $0.transactionId) < ($1.startMs, $1.transactionId) }) {
-                let carries = purchase.promotionalOfferId == offerId
-                if carries && !previousCarried { count += 1 }
-                previousCarried = carries
+                defer { previous = purchase }
+                guard purchase.promotionalOfferId == offerId else { continue }
+                if let previous, previous.promotionalOfferId == offerId, Self.renews(previous, with: purchase),
+                   redemptionEndsMs.map({ purchase.startMs < $0 - Self.dayMs }) ?? true {
+                    continue
+                }
+                count += 1
+                redemptionEndsMs = purchase.offerPeriod.flatMap { OfferPeriod.endMs(adding: $0, to: purchase.startMs) }
             }
         }
         return count
+    }
+
+    static let dayMs: Int64 = 86_400_000
+
+    /// Whether `next` starts within a day of the end of `previous`'s period.
+    static func renews(_ previous: OfferPurchase, with next: OfferPurchase) -> Bool {
+        guard let end = previous.endMs else { return false }
+        return next.startMs >= end.saturatingSubtracting(dayMs) && next.startMs <= end.saturatingAdding(dayMs)
     }
 }
 

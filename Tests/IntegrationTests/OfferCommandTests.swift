@@ -56,11 +56,13 @@ final class OfferCommandTests: XCTestCase {
     private let day: Int64 = 86_400_000
 
     private func grant(_ key: String, _ tx: String, _ product: String, from start: Int64, to end: Int64, trial: Bool = false,
-                       intro: Bool = false, offer: String? = nil, refundedAt: Int64? = nil) -> (String, PurchaseGrant) {
+                       intro: Bool = false, offer: String? = nil, offerPeriod: String? = nil, refundedAt: Int64? = nil,
+                       kind: ProductKind = .autoRenewable, environment: String? = nil) -> (String, PurchaseGrant) {
         (key, PurchaseGrant(purchaseId: "p-\(tx)", transactionId: tx, originalTransactionId: key, productId: product,
-                            productKind: .autoRenewable, group: "vip", startMs: start, endMs: end,
+                            productKind: kind, group: "vip", startMs: start, endMs: end,
                             cut: refundedAt.map { Cut(atMs: $0, kind: .refund) },
-                            finance: FinanceFlags(isTrial: trial, isIntro: intro, promotionalOfferId: offer)))
+                            finance: FinanceFlags(isTrial: trial, isIntro: intro, promotionalOfferId: offer, offerPeriod: offerPeriod),
+                            environment: environment))
     }
 
     /// Apple's period of a purchase, cut at its cancellation: what membership grants it when nothing
@@ -218,5 +220,53 @@ final class OfferCommandTests: XCTestCase {
         XCTAssertEqual(offerCodes(loyalty)["loyalty"], "redemption_limit_reached")
         let loyaltyOnce = try eligibility([grant("B", "b1", "vip.1m", from: now - 10 * day, to: now + 20 * day, offer: "loyalty")])
         XCTAssertEqual(offerCodes(loyaltyOnce)["loyalty"], "eligible")
+    }
+
+    /// R9: a lapse and a resubscription with the offer on the same Apple ID (same original
+    /// transaction id) is a second redemption, as is the offer taken again at a renewal once its own
+    /// length (`offerPeriod`) ran out; periods inside that length stay one redemption.
+    func testRedemptionsAfterALapseOrAfterTheOfferRanOutCountAgain() throws {
+        func redemptions(_ answer: [String: Any], _ offer: String) -> Int? {
+            (answer["offers"] as? [[String: Any]])?.first { $0["offerId"] as? String == offer }?["redemptions"] as? Int
+        }
+        let lapsedTwice = try eligibility([
+            grant("A", "a1", "vip.1m", from: now - 300 * day, to: now - 270 * day, offer: "loyalty"),
+            grant("A", "a2", "vip.1m", from: now - 100 * day, to: now - 70 * day, offer: "loyalty"),
+            grant("A", "a3", "vip.1m", from: now - 10 * day, to: now + 20 * day),
+        ])
+        XCTAssertEqual(redemptions(lapsedTwice, "loyalty"), 2)
+        XCTAssertEqual(offerCodes(lapsedTwice)["loyalty"], "redemption_limit_reached")
+
+        // A one-month offer taken at two renewals in a row: two redemptions; a three-month one
+        // over the same three periods: one.
+        func period(_ i: Int64, _ tx: String, offer: String?, length: String) -> (String, PurchaseGrant) {
+            let start: Int64 = now - (90 - 30 * i) * day
+            return grant("A", tx, "vip.1m", from: start, to: start + 30 * day, offer: offer, offerPeriod: length)
+        }
+        let monthly = [period(0, "m0", offer: "loyalty", length: "P1M"), period(1, "m1", offer: "loyalty", length: "P1M"),
+                       period(2, "m2", offer: nil, length: "P1M")]
+        XCTAssertEqual(redemptions(try eligibility(monthly), "loyalty"), 2)
+        let quarterly = [period(0, "q0", offer: "loyalty", length: "P3M"), period(1, "q1", offer: "loyalty", length: "P3M"),
+                         period(2, "q2", offer: "loyalty", length: "P3M")]
+        XCTAssertEqual(redemptions(try eligibility(quarterly + [grant("A", "q3", "vip.1m", from: now, to: now + 30 * day)]), "loyalty"), 1)
+    }
+
+    /// Offers are for auto-renewable subscribers (a lifetime product sharing the group makes no one a
+    /// subscriber), and R18: with production history, a free sandbox purchase counts for nothing; an
+    /// account known only in the sandbox (a tester) is judged there.
+    func testOnlyAutoRenewableAndProductionHistoryDecides() throws {
+        let lifetimeOnly = try eligibility([grant("L", "l1", "vip.lifetime", from: now - 100 * day, to: now + 10_000 * day, kind: .nonConsumable)])
+        XCTAssertEqual(offerCodes(lifetimeOnly)["winback"], "not_a_previous_subscriber")
+        XCTAssertEqual(introEligible(lifetimeOnly), true)
+
+        let sandboxTrial = grant("S@Sandbox", "s1", "vip.1m.intro", from: now - 100 * day, to: now - 93 * day, trial: true,
+                                 offer: "winback", environment: "Sandbox")
+        let production = grant("P", "p1", "vip.1m", from: now - 10 * day, to: now + 20 * day)
+        let both = try eligibility([sandboxTrial, production])
+        XCTAssertEqual(introEligible(both), true, "a TestFlight trial does not spend the production intro offer")
+        XCTAssertEqual(offerCodes(both)["loyalty"], "eligible")
+        let testerOnly = try eligibility([sandboxTrial])
+        XCTAssertEqual(introEligible(testerOnly), false)
+        XCTAssertEqual(offerCodes(testerOnly)["winback"], "redemption_limit_reached")
     }
 }
