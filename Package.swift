@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "SimulatorTests", dependencies: ["TestSupport", "Simulator", "AppleDecoding", "Domain", "Crypto", "HTTPServer"],
                     path: "Tests/SimulatorTests", swiftSettings: strict),
         .testTarget(name: "ServerAPITests", dependencies: ["Configuration", "AppStoreServerAPI", "Simulator", "Signer", "Stages", "AppleDecoding", "Domain", "Kafka", "Runtime",
-                                                          "Crypto", "Store"],
+                                                          "Crypto", "Store", "Postgres"],
                     path: "Tests/ServerAPITests", swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: ["TestSupport", "Configuration", "Auth", "Domain", "Runtime", "Postgres", "Kafka", "Crypto", "Simulator", "AppleDecoding",
                                                             "Signer", "AppStoreServerAPI", "HTTPServer", "LocalStack", "Store"],

@@ -263,6 +263,15 @@ final class ReceiptTests: XCTestCase {
                        .permanent(PermanentFailure(ReceiptFailure.notConfigured, "local receipt validation has no roots configured (STORELEDGER_RECEIPT_ROOTS)")))
     }
 
+    /// R18: a receipt's type names its environment; the volume-purchase (VPP) variants are the same
+    /// environments as their plain forms, so their purchases key as the notifications' do.
+    func testReceiptTypesNameTheEnvironments() {
+        let cases = ["Production": "Production", "ProductionVPP": "Production", "ProductionSandbox": "Sandbox",
+                     "ProductionVPPSandbox": "Sandbox", "Sandbox": "Sandbox", "Xcode": "Xcode"]
+        for (type, environment) in cases { XCTAssertEqual(ReceiptUploadDecoder.receiptEnvironment(type), environment, type) }
+        XCTAssertEqual(ReceiptUploadDecoder.receiptEnvironment(nil), "Production")
+    }
+
     func testRFC3339Parsing() {
         XCTAssertEqual(RFC3339.milliseconds("1970-01-01T00:00:00Z"), 0)
         XCTAssertEqual(RFC3339.milliseconds("2023-10-19T01:18:54Z"), 1_697_678_334_000)

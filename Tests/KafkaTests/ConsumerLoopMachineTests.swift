@@ -61,6 +61,56 @@ final class ConsumerLoopMachineTests: XCTestCase {
         XCTAssertTrue(loop.isReady, "ready once a poll completed with the partitions held")
     }
 
+    /// The bad record behind another partition's records: bisecting the failed batch isolates it (halving
+    /// only the batch limit never did: each retried batch took the other partition's head and it again).
+    func testABadRecordBehindAnotherPartitionIsIsolatedAndTheOthersFlow() {
+        var loop = machine(maxBatch: 4)
+        let records = [record(a, 0), record(b, 0), record(a, 1), record(a, 2), record(a, 3), record(a, 4)]
+        let first = [record(a, 0), record(b, 0), record(a, 1), record(a, 2)]
+        XCTAssertEqual(start(&loop, records), .process(first))
+        let bad = ConsumerLoopMachine.Failure.permanent(kind: "database_rejected", reason: "bad value")
+        XCTAssertEqual(loop.next(.failed(bad), nowMs: 1), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 1), .process([record(a, 0), record(b, 0)]))
+        XCTAssertEqual(loop.next(.failed(bad), nowMs: 2), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 2), .process([record(a, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 3), .commitOffsets([a: 1]))
+        XCTAssertEqual(loop.next(.done, nowMs: 3), .process([record(b, 0)]))
+        XCTAssertEqual(loop.next(.failed(bad), nowMs: 4), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 4), .deadLetter(DeadLetterOrder(record: record(b, 0), kind: "database_rejected",
+                                                                               reason: "bad value", attempts: 1,
+                                                                               firstFailureMs: 4, lastFailureMs: 4)))
+        XCTAssertEqual(loop.next(.done, nowMs: 5), .commitOffsets([b: 1]))
+        // The rest flows again.
+        XCTAssertEqual(loop.next(.done, nowMs: 5), .process([record(a, 1), record(a, 2), record(a, 3), record(a, 4)]))
+        XCTAssertEqual(succeed(&loop, at: 6), .commitOffsets([a: 5]))
+    }
+
+    /// A due retry and other work take turns: retries that keep failing (and may block while Apple
+    /// is slow) cannot starve the partitions that flow.
+    func testDueRetriesTakeTurnsWithOtherWork() {
+        var loop = machine(maxBatch: 1)
+        let c = PartitionID(topic: "in", partition: 2)
+        let held: Set<PartitionID> = [a, b, c]
+        XCTAssertEqual(loop.next(.started, nowMs: 0), poll(max: 1))
+        XCTAssertEqual(loop.next(.polled([record(a, 0), record(c, 0), record(b, 0), record(b, 1)], assignment: held, generation: 1),
+                                 nowMs: 0), .process([record(a, 0)]))
+        let busy = ConsumerLoopMachine.Failure.awaitingService("Apple busy")
+        XCTAssertEqual(loop.next(.failed(busy), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([a]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .process([record(c, 0)]))
+        XCTAssertEqual(loop.next(.failed(busy), nowMs: 0), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .pause([c]))
+        XCTAssertEqual(loop.next(.done, nowMs: 0), .process([record(b, 0)]))
+        XCTAssertEqual(succeed(&loop, at: 150), .commitOffsets([b: 1]))
+        // Both retries are due (100 ms): a's goes first.
+        XCTAssertEqual(loop.next(.done, nowMs: 150), .process([record(a, 0)]))
+        XCTAssertEqual(loop.next(.failed(busy), nowMs: 160), .rollbackTransaction)
+        // c's retry is still due, but after a retry b's turn comes first.
+        XCTAssertEqual(loop.next(.done, nowMs: 160), .process([record(b, 1)]))
+        XCTAssertEqual(succeed(&loop, at: 170), .commitOffsets([b: 2]))
+        XCTAssertEqual(loop.next(.done, nowMs: 170), .process([record(c, 0)]))
+    }
+
     func testEmptyOutputsSkipPublish() {
         var loop = machine()
         XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
@@ -75,9 +125,8 @@ final class ConsumerLoopMachineTests: XCTestCase {
         XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 1), .rollbackTransaction)
         XCTAssertEqual(loop.next(.done, nowMs: 1), .process(Array(records[0..<2])))
         XCTAssertEqual(succeed(&loop, at: 2), .commitOffsets([a: 2]))
-        XCTAssertEqual(loop.next(.done, nowMs: 2), .process(Array(records[2..<4])))
-        XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 3), .rollbackTransaction)
-        XCTAssertEqual(loop.next(.done, nowMs: 3), .process([records[2]]))
+        // The bad record is in the other half: halved again, never tried whole.
+        XCTAssertEqual(loop.next(.done, nowMs: 2), .process([records[2]]))
         XCTAssertEqual(succeed(&loop, at: 4), .commitOffsets([a: 3]))
         XCTAssertEqual(loop.next(.done, nowMs: 4), .process([records[3]]))
         XCTAssertEqual(loop.next(.failed(.permanent(kind: "database_rejected", reason: "bad value")), nowMs: 5), .rollbackTransaction)
@@ -126,6 +175,27 @@ final class ConsumerLoopMachineTests: XCTestCase {
                                                    attempts: 3, firstFailureMs: 0, lastFailureMs: 300)))
         XCTAssertEqual(loop.next(.done, nowMs: 301), .commitOffsets([a: 1]))
         XCTAssertEqual(loop.next(.done, nowMs: 301), .resume([a]))
+    }
+
+    /// Apple's verifyReceipt saying "try again": retried past `maxAttempts` (its partition alone
+    /// paused), dead-lettered only once it has failed for `patientRetryLimit`.
+    func testAwaitingServiceOutlastsMaxAttemptsUntilTheTimeLimit() {
+        var loop = machine(maxAttempts: 3)
+        XCTAssertEqual(start(&loop, [record(a, 0)]), .process([record(a, 0)]))
+        var now: Int64 = 0
+        for _ in 0..<10 {
+            XCTAssertEqual(loop.next(.failed(.awaitingService("21005")), nowMs: now), .rollbackTransaction)
+            var action = loop.next(.done, nowMs: now)
+            if action == .pause([a]) { action = loop.next(.done, nowMs: now) }
+            guard case .poll = action else { return XCTFail("expected a poll, got \(action)") }
+            now += 1_000
+            XCTAssertEqual(loop.next(.polled([], assignment: [a, b], generation: 1), nowMs: now), .process([record(a, 0)]))
+        }
+        let limit = ConsumerLoopMachine.patientRetryLimit.milliseconds
+        XCTAssertEqual(loop.next(.failed(.awaitingService("21005")), nowMs: limit), .rollbackTransaction)
+        XCTAssertEqual(loop.next(.done, nowMs: limit),
+                       .deadLetter(DeadLetterOrder(record: record(a, 0), kind: "retry_exhausted", reason: "21005",
+                                                   attempts: 11, firstFailureMs: 0, lastFailureMs: limit)))
     }
 
     func testBackoffIsExponentialAndCapped() {

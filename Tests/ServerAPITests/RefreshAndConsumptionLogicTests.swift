@@ -4,6 +4,7 @@ import Configuration
 import Domain
 import Foundation
 import Kafka
+import Postgres
 @testable import Simulator
 @testable import Stages
 import Synchronization
@@ -115,6 +116,27 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         if case .infrastructure = StageFailure.classify(ConsumptionStage.AwaitingLedger(transactionId: "1")) {} else {
             XCTFail("waiting for the ledger holds the batch, never dead-letters it")
         }
+    }
+
+    /// PostgreSQL's SQLSTATE decides the class: a value the server rejects is the record's fault; a
+    /// server out of disk, memory or connections, failing I/O or read-only is an outage (wait, never
+    /// dead-letter); a conflict may pass on a retry.
+    func testPostgreSQLFailuresAreClassedByTheirState() {
+        func classOf(_ state: String) -> String {
+            switch StageFailure.classify(PGError(kind: .server, sqlState: state, message: "m")) {
+            case .permanent: "permanent"
+            case .infrastructure: "infrastructure"
+            case .retryable: "retryable"
+            case .critical: "critical"
+            default: "other"
+            }
+        }
+        for state in ["22001", "22P02", "23505"] { XCTAssertEqual(classOf(state), "permanent", state) }
+        for state in ["08006", "57P01", "57014", "53100", "53200", "53300", "58030", "25006"] {
+            XCTAssertEqual(classOf(state), "infrastructure", state)
+        }
+        XCTAssertEqual(classOf("40001"), "retryable")
+        XCTAssertEqual(classOf("42P01"), "critical")
     }
 
     func testConsumptionPolicyValuesFollowTheLedgerAndTheThresholds() throws {

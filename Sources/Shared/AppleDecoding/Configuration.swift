@@ -48,7 +48,8 @@ public struct AppleDecodingConfiguration: Sendable {
         v1SharedSecrets = settings.v1SharedSecrets
         let urls = settings.verifyReceiptURLs
         if !urls.isEmpty {
-            guard urls.count <= 2, let production = URL(string: urls[0]), let sandbox = URL(string: urls.count == 2 ? urls[1] : urls[0]) else {
+            guard urls.count <= 2, let production = URL(string: urls[0]),
+                  let sandbox = URL(string: urls.count == 2 ? urls[1] : Self.sandboxURL(pairedWith: urls[0])) else {
                 throw ConfigurationError("\(Setting.verifyReceiptURLs) must be \"<production URL>,<sandbox URL>\"")
             }
             verifyReceiptProductionURL = production
@@ -65,6 +66,13 @@ public struct AppleDecodingConfiguration: Sendable {
             receiptValidation = .verifyReceipt
         }
         try validate()
+    }
+
+    /// The sandbox endpoint when only one URL is given: Apple's own for Apple's production one (a
+    /// sandbox receipt's 21007 sent to the same URL again would come back 21007 and be refused);
+    /// any other URL (a simulator, a proxy) serves both.
+    static func sandboxURL(pairedWith production: String) -> String {
+        production == "https://buy.itunes.apple.com/verifyReceipt" ? "https://sandbox.itunes.apple.com/verifyReceipt" : production
     }
 
     /// Rules that keep a production deployment honest.
@@ -111,7 +119,8 @@ public struct AppleDecodingConfiguration: Sendable {
             receipts = ReceiptUploadDecoder(validation: receiptValidation, verifier: verifier, verifyReceipt: client,
                                             bundleIds: bundleId.map { [$0] } ?? [])
         }
-        return AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: v1SharedSecrets), v2: v2, receipts: receipts)
+        return AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: v1SharedSecrets), v2: v2, receipts: receipts,
+                                 environments: Set(environments))
     }
 
     /// DER (`.cer`, `.der`) or PEM (`.pem`, possibly with `openssl x509 -text` output before it).

@@ -182,7 +182,9 @@ final class StageWork: ConsumerLoopWork {
         try fence.check(batchPartitions, database)
         try database.commit()
         let now = currentTimeMs()
-        metrics.observe("storeledger_ingest_to_ledger_seconds", [:], receivedAtMs.lazy.map { Double(max(0, now - $0)) / 1000 },
+        // A header holds any number (the topics are reachable outside the pipeline): no overflow trap.
+        metrics.observe("storeledger_ingest_to_ledger_seconds", [:],
+                        receivedAtMs.lazy.map { Double(max(0, now.subtractingReportingOverflow($0).partialValue)) / 1000 },
                         buckets: StageWork.ledgerLatencyBuckets)
         receivedAtMs = []
     }
@@ -223,7 +225,7 @@ public enum StageFailure {
         case let fenced as PartitionFence.Fenced:
             return .fenced(fenced.description)
         case let retry as DecodeRetry:
-            return .retryable(retry.reason)
+            return .awaitingService(retry.reason)
         case let stage as StageError:
             switch stage {
             case .configuration(let message): return .critical(message)
@@ -266,7 +268,12 @@ public enum StageFailure {
             let state = error.sqlState ?? ""
             if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
             // 57014: our statement_timeout cancelled it (a hung or overloaded server), not the record's fault.
-            if state.hasPrefix("08") || state.hasPrefix("57P") || state == "57014" { return .infrastructure(error.description) }
+            // 53: out of disk, memory or connections; 58: I/O errors; 25006: a read-only server (a full
+            // managed disk, a standby): outages of the server, never reasons to dead-letter records.
+            if state.hasPrefix("08") || state.hasPrefix("57P") || state == "57014" || state.hasPrefix("53")
+                || state.hasPrefix("58") || state == "25006" {
+                return .infrastructure(error.description)
+            }
             // A missing table or column is a deployment error (migrations not applied): never dead-letter for it.
             if state == "42P01" || state == "42703" { return .critical(error.description) }
             return .retryable(error.description)

@@ -129,11 +129,13 @@ public struct ReceiptUploadDecoder: Sendable {
                               bundleId: receipt.bundleId, prefix: "receipt", statedAtMs: receipt.creationDateMs, context))
     }
 
-    /// "Production" / "ProductionSandbox" / "Sandbox" / "Xcode" in attribute 0.
+    /// "Production" / "ProductionSandbox" / "Sandbox" / "Xcode" in attribute 0, and the volume
+    /// purchase (VPP) variants of the first two: the same environments (R18), whose notifications
+    /// and signed data say Production or Sandbox.
     static func receiptEnvironment(_ type: String?) -> String {
         switch type?.lowercased() {
-        case "production": return AppStoreEnvironment.production.rawValue
-        case "productionsandbox", "sandbox": return AppStoreEnvironment.sandbox.rawValue
+        case "production", "productionvpp": return AppStoreEnvironment.production.rawValue
+        case "productionsandbox", "sandbox", "productionvppsandbox": return AppStoreEnvironment.sandbox.rawValue
         case "xcode": return AppStoreEnvironment.xcode.rawValue
         case nil: return AppStoreEnvironment.production.rawValue
         default: return type!

@@ -284,6 +284,7 @@ public final class ConsumerLoop: Sendable {
         let kind: String
         switch failure {
         case .retryable: kind = "retryable"
+        case .awaitingService: kind = "awaiting_service"
         case .permanent: kind = "permanent"
         case .infrastructure: kind = "infrastructure"
         case .throttled: kind = "throttled"
@@ -295,7 +296,21 @@ public final class ConsumerLoop: Sendable {
     }
 
     /// Sends everything and waits until the broker acknowledged all of it (or throws the first failure).
+    /// In chunks: one record may fan out into thousands (every subscription of a V1 body, every
+    /// transaction of an event), and a batch of them would overrun librdkafka's local queue
+    /// (100,000 messages), fail as `queueFull` and be retried whole for ever.
     private func publish(_ records: [OutgoingRecord], _ producer: KafkaProducer) throws {
+        var start = records.startIndex
+        while start < records.endIndex {
+            let end = min(records.endIndex, start + Self.publishChunk)
+            try publishChunk(records[start..<end], producer)
+            start = end
+        }
+    }
+
+    static let publishChunk = 10_000
+
+    private func publishChunk(_ records: ArraySlice<OutgoingRecord>, _ producer: KafkaProducer) throws {
         guard !records.isEmpty else { return }
         let pending = DispatchGroup()
         let firstError = Mutex<KafkaError?>(nil)

@@ -91,6 +91,14 @@ public struct ConsumerLoopMachine: Sendable {
     private var polledSinceAssignment = false
     private var batchLimit: Int
     private var batch: [KafkaRecord] = []
+    /// The records of a failed batch not yet known good, in the batch's order: the next batches are
+    /// halves of them (a prefix is a valid unit: per partition it is a run from the head) until the
+    /// failing record stands alone. Halving the batch limit instead isolates only a record first in
+    /// line: one behind another partition's records stayed in every retried batch.
+    private var suspects: [KafkaRecord] = []
+    /// Whether the batch in progress (or the last one) was a due retry: retries and other work take
+    /// turns, so retries that block (Apple slow to answer) cannot starve the partitions that flow.
+    private var lastWasRetry = false
     private var lastPollMs: Int64?
     private var stopRequested = false
     /// Next offsets of finished work whose commit failed, sent again with the next commit or, when
@@ -204,9 +212,10 @@ public struct ConsumerLoopMachine: Sendable {
         let pollDue = lastPollMs.map { nowMs - $0 >= policy.pollTimeout.milliseconds } ?? true
         let work = nextBatch(nowMs)
         if !pollDue, let work {
-            batch = work
+            batch = work.records
+            lastWasRetry = work.isRetry
             phase = .processing
-            return .process(work)
+            return .process(work.records)
         }
         if work == nil, outage == nil, !uncommitted.isEmpty, nowMs >= commitRetryAtMs {
             phase = .committingOffsets
@@ -243,16 +252,18 @@ public struct ConsumerLoopMachine: Sendable {
         return nil
     }
 
-    /// A due retry goes alone (its failure must not take others down); otherwise the oldest
-    /// records of every partition not waiting, up to the batch limit.
-    private func nextBatch(_ nowMs: Int64) -> [KafkaRecord]? {
+    /// A due retry goes alone (its failure must not take others down), taking turns with other work;
+    /// otherwise the first half of the suspects while a failed batch is bisected; otherwise the
+    /// oldest records of every partition not waiting, up to the batch limit.
+    private func nextBatch(_ nowMs: Int64) -> (records: [KafkaRecord], isRetry: Bool)? {
         if let outage, nowMs < outage.retryAtMs { return nil }
-        if let due = retries.filter({ $0.value.retryAtMs <= nowMs }).min(by: { $0.value.retryAtMs < $1.value.retryAtMs }),
-           let head = queue.head(of: due.key) {
-            return [head]
-        }
+        let retry = retries.filter({ $0.value.retryAtMs <= nowMs }).min(by: { ($0.value.retryAtMs, $0.key) < ($1.value.retryAtMs, $1.key) })
+            .flatMap { queue.head(of: $0.key) }
+        if let retry, !lastWasRetry { return ([retry], true) }
+        if !suspects.isEmpty { return (Array(suspects.prefix(max(1, suspects.count / 2))), false) }
         let records = queue.take(batchLimit, excluding: Set(retries.keys))
-        return records.isEmpty ? nil : records
+        if !records.isEmpty { return (records, false) }
+        return retry.map { ([$0], true) }
     }
 
     private func untilNextRetry(_ nowMs: Int64) -> Int64 {
@@ -266,6 +277,8 @@ public struct ConsumerLoopMachine: Sendable {
     // MARK: Outcomes
 
     private mutating func finish(_ records: [KafkaRecord], _ nowMs: Int64) -> Action {
+        // A good half of the suspects: the failing record is among the rest.
+        if Self.isPrefix(records, of: suspects) { suspects.removeFirst(records.count) }
         let through = PartitionQueues.lastOffsets(records)
         queue.remove(through: through)
         for (id, last) in through {
@@ -291,15 +304,22 @@ public struct ConsumerLoopMachine: Sendable {
         case .fenced:
             queue = PartitionQueues()
             retries = [:]
+            suspects = []
             uncommitted = [:]
             batchLimit = policy.maxBatch
             phase = .polling
             return .poll(maxRecords: policy.maxBatch, timeout: policy.pollTimeout)
-        case .retryable, .permanent:
+        case .retryable, .permanent, .awaitingService:
             guard records.count == 1, let record = records.first else {
-                // One bad record must not hold the others: halve until it stands alone.
+                // One bad record must not hold the others: bisect this batch until it stands alone,
+                // and start again from smaller batches afterwards.
+                suspects = records
                 batchLimit = max(1, records.count / 2)
                 return chooseNext(nowMs)
+            }
+            // Isolated: the other suspects are ordinary work again.
+            if suspects.contains(where: { $0.partition == record.partition && $0.offset == record.offset && $0.topic == record.topic }) {
+                suspects = []
             }
             let previous = retries[record.partitionID]
             let attempts = (previous?.attempts ?? 0) + 1
@@ -308,7 +328,13 @@ public struct ConsumerLoopMachine: Sendable {
                 return deadLetter(DeadLetterOrder(record: record, kind: kind, reason: reason, attempts: attempts,
                                                   firstFailureMs: first, lastFailureMs: nowMs))
             }
-            if attempts >= policy.maxAttempts {
+            let exhausted: Bool
+            if case .awaitingService = failure {
+                exhausted = nowMs - first >= Self.patientRetryLimit.milliseconds
+            } else {
+                exhausted = attempts >= policy.maxAttempts
+            }
+            if exhausted {
                 return deadLetter(DeadLetterOrder(record: record, kind: DeadLetterOrder.retryExhausted, reason: failure.reason,
                                                   attempts: attempts, firstFailureMs: first, lastFailureMs: nowMs))
             }
@@ -331,9 +357,18 @@ public struct ConsumerLoopMachine: Sendable {
         outageRetries += 1
     }
 
+    /// How long an `awaitingService` record is retried before it is dead-lettered (`retry_exhausted`).
+    public static let patientRetryLimit: Duration = .seconds(86_400)
+
     /// The longest wait a `throttled` failure imposes: the loop stays responsive to stops and
     /// rebalances meanwhile, and Apple's longest windows (an hour's request quota) fit in it.
     public static let maxThrottleWait: Duration = .seconds(3_600)
+
+    /// Whether `records` are the first records of `list` (same partitions and offsets, same order).
+    static func isPrefix(_ records: [KafkaRecord], of list: [KafkaRecord]) -> Bool {
+        guard !records.isEmpty, records.count <= list.count else { return false }
+        return zip(records, list).allSatisfy { $0.offset == $1.offset && $0.partition == $1.partition && $0.topic == $1.topic }
+    }
 
     /// Capped exponential backoff before retry number `attempt` (1-based).
     func backoff(attempt: Int) -> Int64 {
@@ -351,6 +386,7 @@ public struct ConsumerLoopMachine: Sendable {
             generation = newGeneration
             queue = PartitionQueues()
             retries = [:]
+            suspects = []
             // The partitions start again from what the group committed; another member may have
             // committed further meanwhile, so an older offset of ours must not be sent after it.
             uncommitted = [:]
@@ -374,8 +410,13 @@ public struct ConsumerLoopMachine: Sendable {
 extension ConsumerLoopMachine {
     /// The four failure classes (STYLE practice 3 plus outages).
     public enum Failure: Sendable, Equatable {
-        /// May succeed later (Apple unreachable, a serialization conflict): back off and retry this record.
+        /// May succeed later (a serialization conflict): back off and retry this record.
         case retryable(String)
+        /// A service outside says "try again" for this record (Apple's verifyReceipt down or busy): as
+        /// `retryable`, holding only this record's partition, but dead-lettered only once it has failed
+        /// for `patientRetryLimit`, not after `maxAttempts`: an Apple incident must not turn every
+        /// upload into a dead letter, nor hold a partition for ever.
+        case awaitingService(String)
         /// Will never succeed: dead-letter with `kind` and move on.
         case permanent(kind: String, reason: String)
         /// PostgreSQL or the broker is unreachable: pause everything, report not-ready, commit nothing, retry.
@@ -393,7 +434,7 @@ extension ConsumerLoopMachine {
         public var reason: String {
             switch self {
             case .retryable(let reason), .infrastructure(let reason), .critical(let reason), .fenced(let reason),
-                 .throttled(let reason, _): reason
+                 .throttled(let reason, _), .awaitingService(let reason): reason
             case .permanent(let kind, let reason): "\(kind): \(reason)"
             }
         }
