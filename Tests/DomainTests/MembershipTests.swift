@@ -182,6 +182,23 @@ final class MembershipTests: XCTestCase {
         XCTAssertFalse(t.ledger.contains { $0.kind == .cut }, "nothing is cut by a downgrade")
     }
 
+    /// R14 with V1 only: a preference change in a later period is dated by the renewal it lists (V1
+    /// gives it no date of its own), and is newer news than that renewal in either arrival order.
+    func testS9DowngradeChosenAfterARenewalIsPendingWhateverTheOrder() {
+        let premium = Apple.period("P", otid: "s9b", product: "vip.premium.1m", start: t0)
+        let renewed = Apple.period("R", otid: "s9b", product: "vip.premium.1m", start: t0 + month)
+        let buy = Apple.v1("INITIAL_BUY", otid: "s9b", [premium])
+        let renew = Apple.v1("DID_RENEW", otid: "s9b", [premium, renewed])
+        let pref = Apple.v1("DID_CHANGE_RENEWAL_PREF", otid: "s9b", [premium, renewed], autoRenewProduct: "vip.basic.1m")
+        for order in [[buy, renew, pref], [buy, pref, renew]] {
+            var t = Transcript()
+            for event in order { t.feed(event) }
+            XCTAssertEqual(t.state("s9b").renewal?.autoRenewProductId, "vip.basic.1m", "order \(order.map { $0.notification?.type ?? "" })")
+            XCTAssertEqual(t.state("s9b").renewal?.pendingChange, "downgrade")
+            XCTAssertEqual(t.entitlement("s9b"), [interval(t0, t0 + 2 * month)])
+        }
+    }
+
     func testS15RefundBeforeThePurchaseIsSeenConvergesToTheInOrderState() {
         var refunded = Apple.period("A", otid: "s15", start: t0)
         refunded.cancellationDateMs = t0 + 7 * day

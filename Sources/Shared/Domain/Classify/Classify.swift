@@ -215,14 +215,16 @@ struct Classification {
     /// and reorderings order renewal news the same way (S15): V2's signed date; else the latest date
     /// the input carries (purchase, cancellation, auto-renew status change) — for a failed renewal,
     /// the expiry that failed to renew.
-    /// Ties of `asOf`: a change stated at a purchase's instant came after the purchase; a renewal or
-    /// recovery at the instant a renewal failed came after the failure (grace period recovery keeps
-    /// the original renewal date).
+    /// Ties of `asOf`: a renewal or recovery at the instant a renewal failed came after the failure
+    /// (grace period recovery keeps the original renewal date); any other change stated at a
+    /// purchase's or renewal's instant came after it. A V1 body about a renewal preference carries no
+    /// date of its own, so it is dated by the newest purchase it lists: after a DID_RENEW, the
+    /// renewal's instant, which it must outrank (a downgrade chosen in the second period was lost).
     var asOfRank: Int {
         switch type?.role {
         case nil, .purchase?: return 0
         case .renewal?: return 2
-        case .change?: return 1
+        case .change?: return type?.failedRenewal == true ? 1 : 3
         }
     }
 
