@@ -205,6 +205,7 @@ struct IngestCommand: CLICommand {
         }
         // Edge limits (docs/security.md): per-address connections, idle (header) and body timeouts.
         config.maxConnectionsPerAddress = ingest.maxConnectionsPerAddress ?? config.maxConnectionsPerAddress
+        config.maxConnections = ingest.maxConnections ?? config.maxConnections
         config.idleTimeoutSeconds = ingest.idleTimeoutSeconds ?? config.idleTimeoutSeconds
         if let body = ingest.bodyTimeoutSeconds { config.bodyTimeout = .seconds(body) }
         let stop = StopSignal()

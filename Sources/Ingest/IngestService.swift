@@ -28,6 +28,10 @@ public struct IngestConfig: Sendable {
     public var security: EdgeSecuritySettings?
     /// Connections one client address may hold (slow clients from one place cannot take them all).
     public var maxConnectionsPerAddress = 256
+    /// Connections in all; `reservedForApple` of them only Apple's 17.0.0.0/8 may take. Capped by the
+    /// process's file descriptors (raised to the hard limit at start).
+    public var maxConnections = 8192
+    public static let reservedForApple = 256
     /// A connection silent this long is closed: bounds how long a client may dawdle over its headers.
     public var idleTimeoutSeconds = 10
     /// The longest a request's body may take to arrive once its headers are in.
@@ -101,9 +105,14 @@ public final class IngestService: Sendable {
             SupportAdmission.decide(request.headers["Authorization"], authenticator)
         }
         let routes = Routes()
+        // Every connection is a descriptor; the rest (Kafka, PostgreSQL, files) keeps 512 of them.
+        let connections = min(config.maxConnections, max(64, FileDescriptors.raiseToHardLimit() - 512))
         self.server = HTTPServer(host: config.host, port: config.port, threads: config.threads,
-                                 maxBodyBytes: config.maxBodyBytes, connectionTimeoutSeconds: config.idleTimeoutSeconds,
-                                 connectionsPerAddress: config.maxConnectionsPerAddress, bodyTimeout: config.bodyTimeout) { request, responder in
+                                 maxBodyBytes: config.maxBodyBytes, connectionLimit: connections,
+                                 connectionTimeoutSeconds: config.idleTimeoutSeconds,
+                                 connectionsPerAddress: config.maxConnectionsPerAddress,
+                                 reservedForApple: min(IngestConfig.reservedForApple, connections / 8),
+                                 bodyTimeout: config.bodyTimeout) { request, responder in
             routes.handle(request, responder)
         }
         routes.service.withLock { $0 = self }

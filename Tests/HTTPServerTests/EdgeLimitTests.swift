@@ -66,21 +66,43 @@ final class EdgeLimitTests: XCTestCase {
         XCTAssertEqual(closedCount(later), 0, "the closed ones no longer count")
     }
 
+    /// Calls `body` with `text` (IPv4 or IPv6) as a socket address.
+    private func withAddress<T>(_ text: String, _ body: (UnsafePointer<sockaddr>) -> T) -> T {
+        if text.contains(":") {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            _ = inet_pton(AF_INET6, text, &address.sin6_addr)
+            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(text)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+    }
+
+    /// Slow clients from many addresses (and the host's own) fill at most the connections not kept
+    /// for Apple: 17.0.0.0/8, as IPv4 or IPv4-mapped, is still admitted; a closed one frees its room.
+    func testConnectionsKeptForAppleStayFreeWhateverTheOthersHold() {
+        let limit = AddressLimit(perAddress: 2, othersLimit: 5)
+        for text in ["192.0.2.1", "192.0.2.1", "192.0.2.2", "2001:db8::1", "127.0.0.1"] {
+            XCTAssertTrue(withAddress(text) { limit.admits($0) }, text)
+            withAddress(text) { limit.opened($0) }
+        }
+        XCTAssertFalse(withAddress("198.51.100.9") { limit.admits($0) }, "the others' share is full")
+        XCTAssertFalse(withAddress("127.0.0.1") { limit.admits($0) }, "the host's own address is exempt from the per-address cap only")
+        XCTAssertTrue(withAddress("17.58.100.1") { limit.admits($0) })
+        XCTAssertTrue(withAddress("::ffff:17.1.2.3") { limit.admits($0) })
+        for _ in 0..<10 { withAddress("17.58.100.1") { limit.opened($0) } }
+        XCTAssertTrue(withAddress("17.58.100.2") { limit.admits($0) }, "Apple is not capped by the others' share")
+        withAddress("192.0.2.2") { limit.closed($0) }
+        XCTAssertTrue(withAddress("198.51.100.9") { limit.admits($0) })
+        XCTAssertFalse(withAddress("192.0.2.1") { limit.admits($0) }, "the per-address cap still holds")
+    }
+
     /// Which addresses count together: IPv4 alone, an IPv4-mapped IPv6 address as its IPv4, IPv6 by
     /// /64; the host's own addresses not at all.
     func testAddressKeys() {
-        func key(_ text: String) -> AddressLimit.Key? {
-            if text.contains(":") {
-                var address = sockaddr_in6()
-                address.sin6_family = sa_family_t(AF_INET6)
-                _ = inet_pton(AF_INET6, text, &address.sin6_addr)
-                return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { AddressLimit.key($0) } }
-            }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr(text)
-            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { AddressLimit.key($0) } }
-        }
+        func key(_ text: String) -> AddressLimit.Key? { withAddress(text) { AddressLimit.key($0) } }
         XCTAssertNil(key("127.0.0.1"))
         XCTAssertNil(key("::1"))
         XCTAssertNil(key("::ffff:127.0.0.1"))

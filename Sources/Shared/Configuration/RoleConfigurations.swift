@@ -81,6 +81,7 @@ public struct IngestConfiguration: Sendable, Equatable {
     public var port: Int?
     public var serverAPIRoutes = false
     public var maxConnectionsPerAddress: Int?
+    public var maxConnections: Int?
     public var idleTimeoutSeconds: Int?
     public var bodyTimeoutSeconds: Int?
     public var catalogPath: String?
@@ -93,6 +94,7 @@ public struct IngestConfiguration: Sendable, Equatable {
         port = reader.integer(.port).map { Int($0) }
         serverAPIRoutes = reader.choice(.ingestServerAPI) == "on"
         maxConnectionsPerAddress = reader.integer(.maxConnectionsPerAddress).map { Int($0) }
+        maxConnections = reader.integer(.maxConnections).map { Int($0) }
         idleTimeoutSeconds = reader.integer(.httpIdleTimeoutSeconds).map { Int($0) }
         bodyTimeoutSeconds = reader.integer(.httpBodyTimeoutSeconds).map { Int($0) }
         catalogPath = reader.text(.catalog)

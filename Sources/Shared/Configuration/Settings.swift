@@ -55,6 +55,8 @@ extension Setting {
                                                         roles: [.ingest], doc: "Requests/s per admin key.")
     public static let maxConnectionsPerAddress = Setting("STORELEDGER_MAX_CONNECTIONS_PER_ADDRESS", .integer(0...100_000), default: "256",
                                                          roles: [.ingest], doc: "Connections one client address may hold.")
+    public static let maxConnections = Setting("STORELEDGER_MAX_CONNECTIONS", .integer(64...1_000_000), default: "8192",
+                                               roles: [.ingest], doc: "Connections ingest holds in all (256 of them kept for Apple's 17.0.0.0/8).")
     public static let httpIdleTimeoutSeconds = Setting("STORELEDGER_HTTP_IDLE_TIMEOUT_S", .integer(1...3600), default: "10", roles: [.ingest],
                                                        doc: "Idle (and header-pause) timeout of a connection.")
     public static let httpBodyTimeoutSeconds = Setting("STORELEDGER_HTTP_BODY_TIMEOUT_S", .integer(1...3600), default: "30", roles: [.ingest],
@@ -179,7 +181,7 @@ extension Setting {
         receiptValidation, verifyReceiptURLs, verifyReceiptURL, verifyReceiptPassword, excludeOldTransactions,
         insecureAcceptV1WithoutSharedSecret, apiKeys, adminKeys, jwtIssuer, jwtAudience, jwtUserClaim, jwtJWKSFile, jwtPublicKeyFiles,
         jwtHS256SecretFiles, jwtLeewaySeconds, metricsAccess, rateLimitServicePerSecond, rateLimitUserPerSecond, rateLimitAdminPerSecond,
-        maxConnectionsPerAddress, httpIdleTimeoutSeconds, httpBodyTimeoutSeconds, kafkaPropertiesFile, devAPIKey, apiKey,
+        maxConnectionsPerAddress, maxConnections, httpIdleTimeoutSeconds, httpBodyTimeoutSeconds, kafkaPropertiesFile, devAPIKey, apiKey,
         kafkaBootstrapServers, databaseURL, logLevel, kafkaSessionTimeoutMs, kafkaFetchWaitMs, kafkaLingerMs, port, catalog,
         pgConnectTimeoutSeconds, pgStatementTimeoutMs, pgPrepareStatements,
         loopMaxAttempts, loopBaseBackoffMs, loopMaxBackoffMs, failpoint, failpointLog, failpointMax, relayCrashFlag, webhooks,

@@ -14,27 +14,65 @@ final class AddressLimit: Sendable {
         let bits: UInt64
     }
 
+    /// Per client address (0: no per-address cap).
     let perAddress: Int
-    private let open = Mutex<[Key: Int]>([:])
+    /// Connections from outside Apple's 17.0.0.0/8 together (the server's whole limit less the
+    /// room kept for Apple's notifications): a crowd of slow clients from many addresses cannot
+    /// take the last connections Apple's retries need.
+    let othersLimit: Int
+    private let open = Mutex<(byKey: [Key: Int], others: Int)>(([:], 0))
 
-    init(perAddress: Int) { self.perAddress = perAddress }
+    init(perAddress: Int, othersLimit: Int = .max) {
+        self.perAddress = perAddress
+        self.othersLimit = othersLimit
+    }
 
     /// Whether a connection from `address` may be accepted now.
     func admits(_ address: UnsafePointer<sockaddr>) -> Bool {
-        guard let key = Self.key(address) else { return true }
-        return open.withLock { $0[key, default: 0] < perAddress }
+        let key = Self.key(address), apple = Self.isApple(address)
+        return open.withLock { open in
+            if !apple, open.others >= othersLimit { return false }
+            guard perAddress > 0, let key else { return true }
+            return open.byKey[key, default: 0] < perAddress
+        }
     }
 
     func opened(_ address: UnsafePointer<sockaddr>) {
-        guard let key = Self.key(address) else { return }
-        open.withLock { $0[key, default: 0] += 1 }
+        let key = Self.key(address), apple = Self.isApple(address)
+        open.withLock { open in
+            if !apple { open.others += 1 }
+            if let key { open.byKey[key, default: 0] += 1 }
+        }
     }
 
     func closed(_ address: UnsafePointer<sockaddr>) {
-        guard let key = Self.key(address) else { return }
-        open.withLock { counts in
-            let left = counts[key, default: 0] - 1
-            counts[key] = left > 0 ? left : nil
+        let key = Self.key(address), apple = Self.isApple(address)
+        open.withLock { open in
+            if !apple { open.others = max(0, open.others - 1) }
+            guard let key else { return }
+            let left = open.byKey[key, default: 0] - 1
+            open.byKey[key] = left > 0 ? left : nil
+        }
+    }
+
+    /// Apple's App Store servers connect from 17.0.0.0/8 (Apple's published range for its
+    /// notifications), as IPv4 or IPv4-mapped IPv6.
+    static func isApple(_ address: UnsafePointer<sockaddr>) -> Bool {
+        ipv4(address).map { $0 >> 24 == 17 } ?? false
+    }
+
+    static func ipv4(_ address: UnsafePointer<sockaddr>) -> UInt32? {
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+        case AF_INET6:
+            let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+            }
+            guard bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF else { return nil }
+            return bytes[12..<16].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        default:
+            return nil
         }
     }
 

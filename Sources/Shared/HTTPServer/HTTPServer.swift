@@ -49,11 +49,13 @@ public final class HTTPServer: Sendable {
     ///   - connectionsPerAddress: connections one client IP address may hold at once (0: no limit
     ///     beyond `connectionLimit`), so slow clients from one place cannot take every slot; the
     ///     host's own address is exempt (AddressLimit).
+    ///   - reservedForApple: of `connectionLimit`, connections only Apple's 17.0.0.0/8 may take, so
+    ///     slow clients from many places cannot take the last ones Apple's notifications need.
     ///   - bodyTimeout: the longest a body may take to arrive once the headers are in; a slower
     ///     client is hung up on.
     public init(host: String = "127.0.0.1", port: Int, threads: Int, maxBodyBytes: Int,
                 connectionLimit: Int = 1024, connectionTimeoutSeconds: Int = 30, connectionsPerAddress: Int = 0,
-                bodyTimeout: Duration = .seconds(60),
+                reservedForApple: Int = 0, bodyTimeout: Duration = .seconds(60),
                 handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void) {
         self.host = host
         self.requestedPort = port
@@ -63,7 +65,8 @@ public final class HTTPServer: Sendable {
         self.connectionTimeoutSeconds = connectionTimeoutSeconds
         self.connectionsPerAddress = connectionsPerAddress
         self.core = ServerCore(handler: handler, maxBodyBytes: maxBodyBytes, bodyTimeout: bodyTimeout,
-                               connectionsPerAddress: connectionsPerAddress)
+                               connectionsPerAddress: connectionsPerAddress,
+                               othersLimit: reservedForApple > 0 ? max(1, connectionLimit - reservedForApple) : .max)
     }
 
     deinit { stop() }
@@ -149,7 +152,7 @@ public final class HTTPServer: Sendable {
                 option(MHD_OPTION.NOTIFY_COMPLETED, function: unsafeBitCast(requestCompletedCallback, to: UnsafeRawPointer.self),
                        context: coreOpaque),
             ]
-            if connectionsPerAddress > 0 {
+            if core.addressLimit != nil {
                 options.append(option(MHD_OPTION.NOTIFY_CONNECTION, function: unsafeBitCast(connectionNotifyCallback, to: UnsafeRawPointer.self),
                                       context: coreOpaque))
             }
@@ -158,7 +161,7 @@ public final class HTTPServer: Sendable {
             options.append(option(MHD_OPTION.END, 0))
             return options.withUnsafeMutableBufferPointer { items in
                 withVaList([MHD_OPTION.ARRAY.rawValue, items.baseAddress!, MHD_OPTION.END.rawValue] as [any CVarArg]) { arguments in
-                    MHD_start_daemon_va(flags, UInt16(requestedPort), connectionsPerAddress > 0 ? acceptPolicyCallback : nil,
+                    MHD_start_daemon_va(flags, UInt16(requestedPort), core.addressLimit != nil ? acceptPolicyCallback : nil,
                                         coreOpaque, accessHandlerCallback, coreOpaque, arguments)
                 }
             }

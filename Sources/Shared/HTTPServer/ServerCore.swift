@@ -25,13 +25,14 @@ final class ServerCore: Sendable {
         var parked: [ObjectIdentifier: HTTPResponder] = [:]
     }
 
-    /// Connections per client address (nil: only the global limit).
+    /// Connections per client address and room kept for Apple (nil: only the global limit).
     let addressLimit: AddressLimit?
 
     init(handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void, maxBodyBytes: Int, bodyTimeout: Duration = .seconds(60),
-         connectionsPerAddress: Int = 0) {
+         connectionsPerAddress: Int = 0, othersLimit: Int = .max) {
         self.handler = handler
-        self.addressLimit = connectionsPerAddress > 0 ? AddressLimit(perAddress: connectionsPerAddress) : nil
+        self.addressLimit = connectionsPerAddress > 0 || othersLimit < .max
+            ? AddressLimit(perAddress: connectionsPerAddress, othersLimit: othersLimit) : nil
         self.maxBodyBytes = maxBodyBytes
         self.bodyTimeout = bodyTimeout
         self.discardLimit = max(maxBodyBytes, 4 << 20)
