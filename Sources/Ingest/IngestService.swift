@@ -203,7 +203,7 @@ public final class IngestService: Sendable {
             guard let limit = EdgeChecks.ledgerLimit(request.queryValue("limit")) else {
                 return answer(route, responder, .error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
             }
-            read(route, responder) { try $0.userLedger(user, limit: limit) }
+            read(route, responder) { try $0.userLedger(user, limit: limit, readableBy: principal) }
         case .adminUser(let user):
             read(route, responder) { try $0.supportView(user) }
         case .adminWebhooks:

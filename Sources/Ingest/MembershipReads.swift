@@ -80,6 +80,11 @@ struct MembershipReads: Sendable {
             var ledger = try queries.ledger(subscription: key, limit: ledgerLimit + 1)
             let truncated = ledger.count > ledgerLimit
             if truncated { ledger.removeFirst() }
+            // A user reads the lines of the time it held the subscription (and those before any
+            // owner), and never another account's id.
+            if case .user(let id)? = principal {
+                ledger = ledger.filter { $0.userId.map { UserId.same($0, id) } ?? true }.map { $0.hidingOtherAccounts(from: id) }
+            }
             let now = Self.nowMs()
             return .json(SubscriptionView(subscriptionKey: key, userId: state.userId, environment: state.environment,
                                           membership: groupMemberships(of: [state]).map { GroupView($0, now: now) },
@@ -106,10 +111,11 @@ struct MembershipReads: Sendable {
 
     /// The user's ledger, newest first: entries written while the user owned a subscription, plus
     /// those of their subscriptions from before any user was linked (kept, then applied on link).
-    func userLedger(_ requested: String, limit: Int) throws -> HTTPResponse {
+    func userLedger(_ requested: String, limit: Int, readableBy principal: Principal? = nil) throws -> HTTPResponse {
         let user = UserId.normalized(requested)
         return try pool.withConnection { db in
-            let lines = try MembershipQueries(db).ledger(ofUser: user, order: .newestFirst, limit: min(limit, 10_000))
+            var lines = try MembershipQueries(db).ledger(ofUser: user, order: .newestFirst, limit: min(limit, 10_000))
+            if case .user? = principal { lines = lines.map { $0.hidingOtherAccounts(from: user) } }
             struct View: Encodable { var userId: String; var entries: [LedgerLine] }
             return .json(View(userId: user, entries: lines))
         }

@@ -67,6 +67,30 @@ final class UserMappingTests: XCTestCase {
         XCTAssertEqual(t.user("u2").first?.intervals, [interval(t0, t0 + month)])
     }
 
+    /// What each account may read of the ownership lines: its own id, never the other's (user ids
+    /// are personal data); support reads the reason whole.
+    func testOwnershipReasonsHideTheOtherAccountFromEachSide() {
+        var t = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .move)))
+        t.feed(Apple.receipt(user: "alice@example.com", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "1"))
+        let claim = t.feed(Apple.receipt(user: "bob (b2)", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "2"))
+        let (unlink, link) = (claim.entries[0], claim.entries[1])
+        XCTAssertTrue(unlink.reason.contains("alice@example.com") && unlink.reason.contains("bob (b2)"), unlink.reason)
+        let forAlice = OwnershipReason.hidingOtherAccounts(unlink.reason, keeping: "alice@example.com")
+        XCTAssertFalse(forAlice.contains("bob"), forAlice)
+        XCTAssertTrue(forAlice.contains("moved from user alice@example.com to another account"), forAlice)
+        let forBob = OwnershipReason.hidingOtherAccounts(link.reason, keeping: "bob (b2)")
+        XCTAssertFalse(forBob.contains("alice"), forBob)
+        XCTAssertTrue(forBob.contains("moved to user bob (b2) from another account"), forBob)
+
+        var kept = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
+        kept.feed(Apple.receipt(user: "u1", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "1"))
+        let refused = kept.feed(Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "2")).entries[0]
+        let forU1 = OwnershipReason.hidingOtherAccounts(refused.reason, keeping: "u1")
+        XCTAssertFalse(forU1.contains("u2"), forU1)
+        XCTAssertTrue(forU1.contains("another account claimed this subscription of user u1: refused"), forU1)
+        XCTAssertEqual(OwnershipReason.hidingOtherAccounts("DID_RENEW: renewal granted", keeping: "u1"), "DID_RENEW: renewal granted")
+    }
+
     func testTransferPolicyKeepFirstRefusesAndRecordsTheClaim() {
         var t = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
         t.feed(Apple.receipt(user: "u1", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "1"))

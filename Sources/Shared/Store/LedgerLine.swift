@@ -47,6 +47,13 @@ public struct LedgerLine: Encodable, Sendable {
         self.createdAt = createdAt
     }
 
+    /// The line as the end user `user` may read it: other accounts' ids hidden (OwnershipReason).
+    public func hidingOtherAccounts(from user: String) -> LedgerLine {
+        var line = self
+        line.reason = OwnershipReason.hidingOtherAccounts(reason, keeping: user)
+        return line
+    }
+
     static func decode(_ rows: PGRows) throws -> [LedgerLine] {
         let decoder = JSONDecoder()
         func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T { try decoder.decode(type, from: Data(text.utf8)) }
