@@ -172,6 +172,12 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         oneTime.grantedEndMs = nil
         XCTAssertNil(request(at: 1 * day, oneTime)?.consumptionPercentage, "no share for a purchase without a period")
         XCTAssertNil(request(at: 1 * day, oneTime)?.refundPreference)
+        // A consumable grants units, not time: credited by the ledger is delivered; not credited is not.
+        var coins = ServerAPIStore.PurchaseFacts(userId: "u", productKind: "consumable", lifetimePurchases: 1)
+        XCTAssertEqual(request(at: 1 * day, coins)?.deliveryStatus, "UNDELIVERED_OTHER")
+        coins.credited = true
+        XCTAssertEqual(request(at: 1 * day, coins)?.deliveryStatus, "DELIVERED")
+        XCTAssertNotEqual(request(at: 1 * day, coins)?.refundPreference, "GRANT_FULL")
 
         // Apple refuses a percentage for an auto-renewable subscription (it works the share out
         // itself); the preference still follows the ledger's share.

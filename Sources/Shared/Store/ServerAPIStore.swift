@@ -104,6 +104,8 @@ public enum ServerAPIStore {
         public var firstPurchaseMs: Int64?
         /// A free trial or introductory offer was granted in this group before (sample content).
         public var hadTrialOrIntro: Bool
+        /// A consumable the ledger credited (it grants units, not time: no granted interval).
+        public var credited: Bool = false
 
         public init(userId: String? = nil, productKind: String? = nil, grantedStartMs: Int64? = nil, grantedEndMs: Int64? = nil,
                     cancellationMs: Int64? = nil, lifetimePurchases: Int = 0, lifetimeRefunds: Int = 0, firstPurchaseMs: Int64? = nil,
@@ -136,6 +138,16 @@ public enum ServerAPIStore {
                                   grantedStartMs: try grant.decode("granted_start_ms"), grantedEndMs: try grant.decode("granted_end_ms"),
                                   cancellationMs: try grant.decode("cancellation_ms"))
         let group: String = try grant.string("group_id")
+        if facts.productKind == ProductKind.consumable.rawValue {
+            facts.credited = try db.query("""
+                SELECT 1 FROM ledger l JOIN grants g ON g.subscription_key = l.subscription_key AND g.purchase_id = l.purchase_id
+                WHERE l.subscription_key = \(subscriptionKey) AND l.kind = \(LedgerEntry.Kind.credit.rawValue)
+                  AND (g.transaction_id = \(transactionId)
+                       OR g.purchase_id IN (SELECT purchase_id FROM transaction_aliases
+                                            WHERE subscription_key = \(subscriptionKey) AND transaction_id = \(transactionId)))
+                LIMIT 1
+                """).first != nil
+        }
         // The owner's history when the subscription is linked to a user, else this subscription's.
         let scope: SQL = facts.userId.map { "user_id = \($0)" } ?? "subscription_key = \(subscriptionKey)"
         if let totals = try db.query("""

@@ -65,7 +65,7 @@ public struct ConsumptionPolicy: Sendable, Codable, Equatable {
             consumed = Int32((Double(elapsed) / Double(end - start) * 100_000).rounded(.down))
         }
         let tenure = facts.firstPurchaseMs.map { Int(max(0, requestedAtMs.saturatingSubtracting($0)) / 86_400_000) }
-        return Assessment(delivered: facts.grantedStartMs != nil, consumedMilliPercent: consumed, lifetimePurchases: facts.lifetimePurchases,
+        return Assessment(delivered: facts.grantedStartMs != nil || facts.credited, consumedMilliPercent: consumed, lifetimePurchases: facts.lifetimePurchases,
                           lifetimeRefunds: facts.lifetimeRefunds, accountTenureDays: tenure, sampleContentProvided: facts.hadTrialOrIntro)
     }
 
