@@ -19,20 +19,20 @@ enum AdminRefresh {
             defer { database?.close() }
             let report = TransactionRefresh(client: session.client, producer: producer, database: database)
                 .refresh(transactionId: transactionId, environment: nil)
-            return (report.error == nil, encoded("refresh", report))
+            return (report.error == nil ? 200 : report.errorStatus ?? 502, encoded("refresh", report))
         }
         guard let databaseURL else { return ServerAPIAdminRoutes(refresh: refresh) }
         let consumption: ServerAPIAdminRoutes.Answer = { userId in consumptionAnswers(userId, databaseURL) }
         return ServerAPIAdminRoutes(refresh: refresh, consumption: consumption)
     }
 
-    static func consumptionAnswers(_ userId: String, _ databaseURL: String) -> (ok: Bool, json: Data) {
+    static func consumptionAnswers(_ userId: String, _ databaseURL: String) -> (status: Int, json: Data) {
         do {
             let database = try PGConnection(url: databaseURL)
             defer { database.close() }
-            return (true, encoded("consumptionAnswers", try ServerAPIStore.consumptionAnswers(user: userId, limit: 100, db: database)))
+            return (200, encoded("consumptionAnswers", try ServerAPIStore.consumptionAnswers(user: userId, limit: 100, db: database)))
         } catch {
-            return (false, encoded("error", "consumption answers could not be read"))
+            return (503, encoded("error", "consumption answers could not be read"))
         }
     }
 

@@ -8,11 +8,12 @@ import HTTPServer
 /// ingest gains no dependency on Apple's API.
 ///
 /// - `POST /v1/admin/refresh/{transactionId}`: one refresh (transaction history since the stored
-///   revision plus all subscription statuses, fed to the pipeline); 200 with the report, 502 when
-///   Apple could not be asked.
+///   revision plus all subscription statuses, fed to the pipeline); 200 with the report, 400 for an
+///   id Apple's API cannot take, 404 for one Apple does not know, 502 when Apple could not be asked.
 /// - `GET /v1/admin/users/{userId}/consumption`: the consumption answers sent for the user.
 public struct ServerAPIAdminRoutes: Sendable {
-    public typealias Answer = @Sendable (String) -> (ok: Bool, json: Data)
+    /// The work for one id: the HTTP status and the JSON body.
+    public typealias Answer = @Sendable (String) -> (status: Int, json: Data)
     let refresh: Answer
     let consumption: Answer?
 
@@ -36,7 +37,7 @@ public struct ServerAPIAdminRoutes: Sendable {
 
     private func run(_ work: Answer, _ id: String, _ name: String) -> HTTPResponse {
         if let reason = EdgeChecks.pathIdentifier(id, name) { return .error(status: 400, reason: reason) }
-        let (ok, json) = work(id)
-        return .json(status: ok ? 200 : 502, data: json)
+        let (status, json) = work(id)
+        return .json(status: status, data: json)
     }
 }

@@ -112,8 +112,8 @@ final class ClientLogicTests: XCTestCase {
     }
 
     func testAppleBaseURLsAreApplesAndXcodeHasNone() {
-        XCTAssertEqual(APIBaseURLs.apple.url(for: .production)?.absoluteString, "https://api.storekit.itunes.apple.com")
-        XCTAssertEqual(APIBaseURLs.apple.url(for: .sandbox)?.absoluteString, "https://api.storekit-sandbox.itunes.apple.com")
+        XCTAssertEqual(APIBaseURLs.apple.url(for: .production)?.absoluteString, "https://api.storekit.apple.com")
+        XCTAssertEqual(APIBaseURLs.apple.url(for: .sandbox)?.absoluteString, "https://api.storekit-sandbox.apple.com")
         XCTAssertNil(APIBaseURLs.apple.url(for: .xcode))
     }
 

@@ -118,6 +118,15 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
         }
     }
 
+    /// An admin's refresh that failed answers by why: an id Apple's API cannot take is 400, an id
+    /// Apple does not know 404, Apple out of reach (or anything else) 502.
+    func testAFailedRefreshAnswersByItsCause() {
+        XCTAssertEqual(TransactionRefresh.status(of: APIFailure(.invalidRequest, "not a plain id")), 400)
+        XCTAssertEqual(TransactionRefresh.status(of: APIFailure(.permanent, "Transaction id not found.", httpStatus: 404)), 404)
+        XCTAssertEqual(TransactionRefresh.status(of: APIFailure(.permanent, "refused", httpStatus: 401)), 502)
+        XCTAssertEqual(TransactionRefresh.status(of: APIFailure(.retryable, "unavailable", httpStatus: 503)), 502)
+    }
+
     /// PostgreSQL's SQLSTATE decides the class: a value the server rejects is the record's fault; a
     /// server out of disk, memory or connections, failing I/O or read-only is an outage (wait, never
     /// dead-letter); a conflict may pass on a retry.

@@ -47,7 +47,7 @@ final class IngestResilienceTests: XCTestCase {
         let slowRefresh = ServerAPIAdminRoutes(refresh: { _ in
             calls.add(1, ordering: .relaxed)
             release.wait()
-            return (true, Data(#"{"refresh":{}}"#.utf8))
+            return (200, Data(#"{"refresh":{}}"#.utf8))
         })
         let ingest = try ingest(key: adminKey, role: .admin) { config in
             config.maxAppleCallsInFlight = 2

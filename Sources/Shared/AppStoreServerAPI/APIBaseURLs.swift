@@ -5,8 +5,8 @@ import Foundation
 /// spells it. Xcode data has no server to ask (Apple's library refuses that environment too).
 /// https://developer.apple.com/documentation/appstoreserverapi
 public struct APIBaseURLs: Sendable, Equatable {
-    public static let appleProduction = URL(string: "https://api.storekit.itunes.apple.com")!
-    public static let appleSandbox = URL(string: "https://api.storekit-sandbox.itunes.apple.com")!
+    public static let appleProduction = URL(string: "https://api.storekit.apple.com")!
+    public static let appleSandbox = URL(string: "https://api.storekit-sandbox.apple.com")!
     public static let appleLocalTesting = URL(string: "https://local-testing-base-url")!
     public static let apple = APIBaseURLs(production: appleProduction, sandbox: appleSandbox, localTesting: appleLocalTesting)
 

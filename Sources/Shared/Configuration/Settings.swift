@@ -127,10 +127,10 @@ extension Setting {
                                                    doc: "How long ingest waits for the signer before answering 504.")
 
     // Talking to Apple (App Store Server API).
-    public static let apiProductionURL = Setting("STORELEDGER_API_PRODUCTION_URL", .url, default: "https://api.storekit.itunes.apple.com",
+    public static let apiProductionURL = Setting("STORELEDGER_API_PRODUCTION_URL", .url, default: "https://api.storekit.apple.com",
                                                  roles: [.recover, .refresh, .support, .doctor, .consumption, .ingest, .tools],
                                                  doc: "Base URL of the App Store Server API for Production.")
-    public static let apiSandboxURL = Setting("STORELEDGER_API_SANDBOX_URL", .url, default: "https://api.storekit-sandbox.itunes.apple.com",
+    public static let apiSandboxURL = Setting("STORELEDGER_API_SANDBOX_URL", .url, default: "https://api.storekit-sandbox.apple.com",
                                               roles: [.recover, .refresh, .support, .doctor, .consumption, .ingest, .tools],
                                               doc: "Base URL of the App Store Server API for Sandbox.")
     public static let apiKeyId = Setting("STORELEDGER_API_KEY_ID", .text, flag: "key-id", default: "the signer's default key",

@@ -21,6 +21,9 @@ public struct RefreshReport: Codable, Sendable {
     public var statuses = 0
     public var recordsFed = 0
     public var error: String?
+    /// The HTTP status an admin's refresh answers with when it failed: 400 for an id Apple's API
+    /// cannot take, 404 for one Apple does not know, 502 when Apple could not be asked.
+    public var errorStatus: Int?
 
     init(transactionId: String) { self.transactionId = transactionId }
 
@@ -54,8 +57,18 @@ public struct TransactionRefresh {
             try refresh(transactionId, environment, &report)
         } catch {
             report.error = "\(error)"
+            report.errorStatus = Self.status(of: error)
         }
         return report
+    }
+
+    static func status(of error: any Error) -> Int {
+        guard let failure = error as? APIFailure else { return 502 }
+        switch failure.kind {
+        case .invalidRequest: return 400
+        case .permanent where failure.httpStatus == 404: return 404
+        default: return 502
+        }
     }
 
     private func refresh(_ transactionId: String, _ asked: AppStoreEnvironment?, _ report: inout RefreshReport) throws {
