@@ -101,6 +101,26 @@ final class UserMappingTests: XCTestCase {
         XCTAssertTrue(t.feed(Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "3")).entries.isEmpty)
     }
 
+    /// keep-first keeps the earliest claim, whatever order the claims are processed in: A's token on
+    /// its purchase (Apple's notification, retried late) against B's later receipt upload.
+    func testTransferPolicyKeepFirstKeepsTheEarliestClaimInAnyOrder() {
+        let purchase = Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0, token: user)])
+        var upload = Apple.receipt(user: "u2", otid: "s", [Apple.period("A", otid: "s", start: t0)], id: "2")
+        upload.receivedAtMs = t0 + 10 * day
+        var inOrder = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
+        inOrder.feed(purchase)
+        let refused = inOrder.feed(upload)
+        XCTAssertEqual(refused.entries.kinds, [.record])
+        var late = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
+        late.feed(upload)
+        XCTAssertEqual(late.state("s").userId, "u2")
+        let moved = late.feed(purchase)
+        XCTAssertEqual(moved.entries.filter { $0.kind == .unlink || $0.kind == .link }.map(\.userId), ["u2", user])
+        XCTAssertEqual(inOrder.state("s").userId, user)
+        XCTAssertEqual(late.state("s").userId, user, "the earliest claim owns it in either order")
+        XCTAssertEqual(late.user(user).first?.intervals, inOrder.user(user).first?.intervals)
+    }
+
     func testTokenPolicyIgnoreNeverLinksThroughTheToken() {
         var t = Transcript(catalog: TestCatalog.with(AccountPolicy(appAccountToken: .ignore)))
         let step = t.feed(Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0, token: user)]))

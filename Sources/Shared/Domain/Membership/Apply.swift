@@ -282,7 +282,7 @@ extension MembershipBook {
     private mutating func applyLink(_ link: UserLink, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let current = subscriptions[key]!.userId
-        if link.transfer == .move, let at = link.claimedAtMs { return applyClaim(link, at: at, command) }
+        if let at = link.claimedAtMs { return applyClaim(link, at: at, command) }
         guard current != link.userId else { return [] }
         var entries: [LedgerEntry] = []
         if let current {
@@ -305,18 +305,27 @@ extension MembershipBook {
     /// of the first purchase carrying it, so a renewal repeating the token is no new claim. A token seen
     /// on renewals only claims provisionally, as of the original purchase, until a purchase carrying it
     /// says when it was set. Claims are kept with their times and the owner is the latest, so any
-    /// arrival order gives the same owner.
+    /// arrival order gives the same owner. Under the keep-first policy the earliest claim owns it
+    /// (each account's first claim counts), so there too the order of arrival changes nothing; a
+    /// later account's claim is recorded as refused.
     private mutating func applyClaim(_ link: UserLink, at: Int64, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
+        let keepFirst = link.transfer == .keepFirst
         let claimKey = "\(link.via)|\(link.userId)"
         let exactKey = "\(UserLink.appAccountToken)|\(link.userId)"
         if link.via == UserLink.renewedAppAccountToken, subscriptions[key]!.claims[exactKey] != nil { return [] }
         if link.via == UserLink.appAccountToken { subscriptions[key]!.claims["\(UserLink.renewedAppAccountToken)|\(link.userId)"] = nil }
         let previous = subscriptions[key]!.claims[claimKey]
-        subscriptions[key]!.claims[claimKey] = link.isUpload ? max(previous ?? at, at) : min(previous ?? at, at)
+        subscriptions[key]!.claims[claimKey] = link.isUpload && !keepFirst ? max(previous ?? at, at) : min(previous ?? at, at)
         let current = subscriptions[key]!.userId
-        guard let owner = latestClaimant(subscriptions[key]!.claims), owner.user != current else { return [] }
-        let claim = "\(owner.via) claim of \(TimeText.iso(owner.at)) is the latest (R17)"
+        guard let owner = keepFirst ? earliestClaimant(subscriptions[key]!.claims) : latestClaimant(subscriptions[key]!.claims) else { return [] }
+        if owner.user == current {
+            guard keepFirst, let current, link.userId != current else { return [] }
+            return recordOnce("claim:\(link.userId)", command, group: nil, purchase: nil, product: nil,
+                              reason: "\(command.reason); user \(link.userId) claimed this subscription of user \(current): refused (transfer policy keep-first)")
+        }
+        let claim = keepFirst ? "\(owner.via) claim of \(TimeText.iso(owner.at)) is the earliest (transfer policy keep-first)"
+            : "\(owner.via) claim of \(TimeText.iso(owner.at)) is the latest (R17)"
         var entries: [LedgerEntry] = []
         if let current {
             entries += changeOwner(of: key, from: current, to: nil, command,
@@ -404,6 +413,12 @@ private func claimParts(_ key: String) -> (via: String, user: String)? {
 
 /// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
 /// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
+/// The keep-first policy's owner: the earliest claim (an upload before a token at the same instant).
+func earliestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
+    claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in claimParts(key).map { ($0.user, $0.via, at) } }
+        .min { a, b in (a.at, a.via == UserLink.receiptUpload ? 0 : 1, a.user) < (b.at, b.via == UserLink.receiptUpload ? 0 : 1, b.user) }
+}
+
 func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
     let parsed = claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in
         claimParts(key).map { ($0.user, $0.via, at) }
