@@ -31,7 +31,8 @@ final class VerifyReceiptTests: XCTestCase {
         }
         let answer: [String: Any] = [
             "status": 0, "environment": "Sandbox",
-            "receipt": ["receipt_type": "ProductionSandbox", "bundle_id": "com.example.app", "in_app": (0...2).map(transaction)],
+            "receipt": ["receipt_type": "ProductionSandbox", "bundle_id": "com.example.app", "in_app": (0...2).map(transaction),
+                        "receipt_creation_date_ms": String(start + week), "request_date_ms": String(start + 5 * week)],
             "latest_receipt_info": (1...4).map(transaction),
             "pending_renewal_info": [["auto_renew_product_id": "testproduct", "original_transaction_id": otid,
                                       "product_id": "testproduct", "auto_renew_status": "0"]],
@@ -140,6 +141,7 @@ final class VerifyReceiptTests: XCTestCase {
         XCTAssertEqual(event.bundleId, "com.example.app")
         XCTAssertEqual(event.renewalInfo?.autoRenewProductId, "testproduct")
         XCTAssertEqual(event.renewalInfo?.autoRenewStatus, false)
+        XCTAssertEqual(event.statedAtMs, 1_498_000_000_000 + 5 * 604_800_000, "Apple's answer is as of the request, not the receipt")
         // in_app (3) and latest_receipt_info (4) overlap: 5 distinct transactions.
         XCTAssertEqual(event.transactions.count, 5)
         XCTAssertEqual(Set(event.transactions.map(\.transactionId)).count, event.transactions.count)

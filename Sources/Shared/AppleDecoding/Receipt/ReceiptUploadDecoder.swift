@@ -192,7 +192,14 @@ enum VerifyReceiptResponse {
         let environment = response.string("environment").map { normalizeEnvironment($0) } ?? endpoint.rawValue
         return .success(ReceiptUploadDecoder.group(facts, renewals: renewals, source: .verifyReceipt, environment: environment,
                                                    bundleId: bundleId, prefix: "verify-receipt",
-                                                   statedAtMs: receipt?.int64("receipt_creation_date_ms"), context))
+                                                   statedAtMs: Self.statedAtMs(receipt), context))
+    }
+
+    /// When Apple stated an answer's facts (R14): its `latest_receipt_info` and `pending_renewal_info`
+    /// are Apple's state when asked (`request_date_ms`), not when the device's receipt was made; the
+    /// same receipt uploaded again after auto-renew was turned off says so as newer news.
+    static func statedAtMs(_ receipt: JSONFields?) -> Int64? {
+        receipt?.int64("request_date_ms") ?? receipt?.int64("receipt_creation_date_ms")
     }
 
     /// The bundle of the receipt a response describes (`bid` in iOS 6-style receipts).
