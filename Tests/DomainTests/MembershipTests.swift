@@ -199,6 +199,21 @@ final class MembershipTests: XCTestCase {
         }
     }
 
+    /// A pending change needs a renewal: once auto-renew is off the view names none.
+    func testNoPendingChangeOnceAutoRenewIsOff() {
+        var t = Transcript()
+        let premium = Apple.period("P", otid: "s9c", product: "vip.premium.1m", start: t0)
+        t.feed(Apple.v1("INITIAL_BUY", otid: "s9c", [premium]))
+        t.feed(Apple.v1("DID_CHANGE_RENEWAL_PREF", otid: "s9c", [premium], autoRenewProduct: "vip.basic.1m", statusChange: t0 + day))
+        XCTAssertEqual(groupMemberships(of: [t.state("s9c")]).first?.pendingProduct, "vip.basic.1m")
+        t.feed(Apple.v1("DID_CHANGE_RENEWAL_STATUS", otid: "s9c", [premium], autoRenew: false, autoRenewProduct: "vip.basic.1m",
+                        statusChange: t0 + 2 * day))
+        let view = groupMemberships(of: [t.state("s9c")]).first
+        XCTAssertEqual(view?.autoRenewStatus, false)
+        XCTAssertNil(view?.pendingProduct)
+        XCTAssertNil(view?.pendingChange)
+    }
+
     func testS15RefundBeforeThePurchaseIsSeenConvergesToTheInOrderState() {
         var refunded = Apple.period("A", otid: "s15", start: t0)
         refunded.cancellationDateMs = t0 + 7 * day

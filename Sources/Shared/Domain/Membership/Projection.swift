@@ -72,7 +72,10 @@ public func groupMemberships(of states: [SubscriptionState]) -> [GroupMembership
         }
         let current = latestGranting ?? latestAny
         let renewal = current?.grant.productKind == .autoRenewable ? current?.state.renewal : nil
-        let pending = renewal?.autoRenewProductId.flatMap { $0 != current?.grant.productId ? $0 : nil }
+        // A product change takes effect at a renewal: with auto-renew off nothing will renew, whatever
+        // product Apple still names.
+        let pending = renewal?.autoRenewStatus == false ? nil
+            : renewal?.autoRenewProductId.flatMap { $0 != current?.grant.productId ? $0 : nil }
         let hasUnits = holders.contains { $0.holdsUnits(group: group) }
         return GroupMembership(
             group: group, intervals: intervals, currentProduct: current?.grant.productId,
