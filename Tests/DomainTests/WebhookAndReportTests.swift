@@ -94,6 +94,23 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(byDay["2025-02-02"]?.churnedBilling, 0)
     }
 
+    /// A free trial charges nothing (refund rate = refunds / charges); an offer paid up front is one
+    /// charge for its whole period, so it counts in MRR spread over that period, not the product's.
+    func testChargesLeaveTrialsOutAndPayUpFrontSpreadsOverTheWholeOffer() {
+        let trial = FinanceTransaction(subscriptionKey: "t", purchaseId: "p1", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                       environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 7 * day, isTrial: true,
+                                       grantedStartMs: jan1, grantedEndMs: jan1 + 7 * day)
+        let upFront = FinanceTransaction(subscriptionKey: "u", purchaseId: "p2", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                         environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 90 * day, isIntro: true,
+                                         offerDiscountType: "PAY_UP_FRONT", priceMilli: 9_000, currency: "EUR", durationDays: 30,
+                                         grantedStartMs: jan1, grantedEndMs: jan1 + 90 * day)
+        let rows = SubscriptionMetrics.rows([trial, upFront], renewals: [:], from: "2025-01-01", to: "2025-01-31", nowMs: jan1 + 100 * day)
+        let first = rows.first { $0.day == "2025-01-01" }
+        XCTAssertEqual(first?.charges, 1, "the trial is no charge")
+        XCTAssertEqual(first?.newSubscriptions, 2)
+        XCTAssertEqual(first?.mrrMilli, ["EUR": 3_000], "9.00 for three months is 3.00 a month")
+    }
+
     /// A trial whose user lapsed and bought again later did not convert, even once that purchase renews.
     func testATrialFollowedByALapseIsNotConverted() {
         func period(_ id: String, _ start: Int64, _ length: Int64, trial: Bool = false, renewal: Bool = false) -> FinanceTransaction {

@@ -77,7 +77,7 @@ final class FinanceReportTests: XCTestCase {
                     if t.kind == .autoRenewable { expectedMetrics[refundKey, default: MetricCounts()].refunds += 1 }
                 }
                 guard t.kind == .autoRenewable else { continue }
-                expectedMetrics[key, default: MetricCounts()].charges += 1
+                if t.offer != .freeTrial { expectedMetrics[key, default: MetricCounts()].charges += 1 }
                 if index == 0 { expectedMetrics[key, default: MetricCounts()].newSubscriptions += 1 }
                 if t.offer == .freeTrial, let end = t.expiresMs {
                     let trialKey = "\(utcDay(end))|\(t.environment.rawValue)|\(t.productId)"

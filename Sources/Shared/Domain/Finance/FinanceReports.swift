@@ -32,6 +32,15 @@ public struct FinanceTransaction: Sendable, Equatable {
     public var grantedStartMs: Int64?
     public var grantedEndMs: Int64?
 
+    /// The days one charge pays for: the product's period, or, for an offer paid up front (one
+    /// charge for several periods), the whole period Apple sold.
+    var chargedDays: Int64? {
+        if offerDiscountType == "PAY_UP_FRONT", let expiresMs, expiresMs > purchaseMs {
+            return max(1, (expiresMs - purchaseMs) / 86_400_000)
+        }
+        return durationDays.map(Int64.init)
+    }
+
     public init(subscriptionKey: String, purchaseId: String, productId: String, productKind: String, group: String,
                 environment: String, purchaseMs: Int64, expiresMs: Int64? = nil, cancellationMs: Int64? = nil,
                 cutKind: String? = nil, isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,

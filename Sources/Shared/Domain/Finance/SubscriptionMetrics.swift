@@ -22,7 +22,7 @@ public struct MetricsRow: Codable, Sendable, Equatable {
     public var churnedVoluntary = 0
     public var churnedBilling = 0
     public var refunds = 0
-    /// Purchases and renewals charged this day.
+    /// Purchases and renewals charged this day (free trials charge nothing).
     public var charges = 0
 
     public var refundRate: Double? { charges == 0 ? nil : Double(refunds) / Double(charges) }
@@ -82,7 +82,7 @@ public enum SubscriptionMetrics {
             for (index, t) in list.enumerated() {
                 let day = utcDay(t.purchaseMs)
                 update(day, t.environment, t.productId) { row in
-                    row.charges += 1
+                    if !t.isFreeTrial { row.charges += 1 }   // a free trial charges nothing
                     if index == 0 && !t.isRenewal { row.newSubscriptions += 1 }
                 }
                 if t.cutKind == "refund", let cut = t.cancellationMs { update(utcDay(cut), t.environment, t.productId) { $0.refunds += 1 } }
@@ -106,8 +106,8 @@ public enum SubscriptionMetrics {
                                 row.activeSubscriptions += 1
                                 if t.isFreeTrial {
                                     row.activeTrials += 1
-                                } else if let price = t.priceMilli, let currency = t.currency, let days = t.durationDays, days > 0 {
-                                    row.mrrMilli[currency, default: 0] += price * 30 / Int64(days)
+                                } else if let price = t.priceMilli, let currency = t.currency, let days = t.chargedDays, days > 0 {
+                                    row.mrrMilli[currency, default: 0] += price * 30 / days
                                 }
                             }
                         }
