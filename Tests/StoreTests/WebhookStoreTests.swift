@@ -34,12 +34,27 @@ final class WebhookStoreTests: PGTestCase {
         XCTAssertTrue(taken, "the standby takes over when the session ends")
     }
 
+    /// An endpoint added later starts with the events ordered from then on (or, asked to, with all
+    /// of them); the cursor is made once, so later events reach it either way.
+    func testANewEndpointStartsNowUnlessAskedForTheWholeOutbox() throws {
+        let db = try migratedDatabase()
+        defer { db.close() }
+        try outboxRow(db, entry: 1, seq: 1)
+        try outboxRow(db, entry: 2, seq: 2)
+        let store = WebhookStore(db)
+        XCTAssertEqual(try store.enqueue(endpoint: "late"), 0, "events before the endpoint existed are not sent")
+        XCTAssertEqual(try store.enqueue(endpoint: "archive", start: .beginning), 2)
+        try outboxRow(db, entry: 3, seq: 3)
+        XCTAssertEqual(try store.enqueue(endpoint: "late"), 1)
+        XCTAssertEqual(try store.enqueue(endpoint: "archive", start: .now), 1, "start matters only when the cursor is made")
+    }
+
     func testAResendStartsTheBackoffAgainFromItsFirstStep() throws {
         let db = try migratedDatabase()
         defer { db.close() }
         try outboxRow(db, entry: 7, seq: 1)
         let store = WebhookStore(db)
-        XCTAssertEqual(try store.enqueue(endpoint: "crm"), 1)
+        XCTAssertEqual(try store.enqueue(endpoint: "crm", start: .beginning), 1)
         let policy = WebhookRetryPolicy(baseDelayMs: 10_000, maxDelayMs: 3_600_000, giveUpAfterMs: 259_200_000)
         // The rows' times come from the server's clock (`now()`): count from it.
         var now = try db.query("SELECT (extract(epoch FROM now()) * 1000)::bigint AS ms").first!.int64("ms") + 1_000

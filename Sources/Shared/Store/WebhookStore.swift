@@ -16,13 +16,22 @@ public struct WebhookStore {
         try db.query("SELECT pg_try_advisory_lock(hashtextextended('storeledger-webhook:' || \(endpoint), 0)) AS held").first?.bool("held") == true
     }
 
+    /// Where a new endpoint's deliveries start: with the events ordered from now on (the default: an
+    /// endpoint added after months must not be sent every event ever written, oldest first), or
+    /// with the whole outbox.
+    public enum Start: String, Sendable, Decodable {
+        case now, beginning
+    }
+
     /// Takes the outbox rows ordered since the endpoint's cursor as pending deliveries and moves the
     /// cursor, in one transaction. `relay_seq` is assigned by the single active relay, one transaction
-    /// after another, so the cursor never skips a row that commits later.
+    /// after another, so the cursor never skips a row that commits later. `start` matters only the
+    /// first time an endpoint is seen, when its cursor is made.
     @discardableResult
-    public func enqueue(endpoint: String, limit: Int = 500) throws -> Int {
+    public func enqueue(endpoint: String, start: Start = .now, limit: Int = 500) throws -> Int {
         try db.transaction { db in
-            try db.execute("INSERT INTO webhook_cursors (endpoint_id) VALUES (\(endpoint)) ON CONFLICT DO NOTHING")
+            let first: SQL = start == .beginning ? "0" : "(SELECT coalesce(max(relay_seq), 0) FROM membership_outbox WHERE relay_seq IS NOT NULL)"
+            try db.execute("INSERT INTO webhook_cursors (endpoint_id, last_seq) VALUES (\(endpoint), \(fragment: first)) ON CONFLICT DO NOTHING")
             let last = try db.query("SELECT last_seq FROM webhook_cursors WHERE endpoint_id = \(endpoint) FOR UPDATE").first!.int64("last_seq")
             let taken = try db.query("""
                 INSERT INTO webhook_deliveries (endpoint_id, entry_id, relay_seq, event_key, event_type, status)

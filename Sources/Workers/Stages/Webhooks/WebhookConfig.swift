@@ -1,4 +1,5 @@
 import Domain
+import Store
 import Foundation
 
 /// Webhook endpoints, from the JSON file named by `Setting.webhooks` (docs/webhooks.md):
@@ -14,15 +15,18 @@ public struct WebhookConfig: Sendable {
         public var id: String
         public var url: URL
         public var timeout: Duration
+        /// Where a new endpoint starts: the events from now on (default) or every event written.
+        public var start: WebhookStore.Start
         /// The signing secret: keep it out of logs (`description` leaves it out).
         let secret: [UInt8]
         public var description: String { "\(id) -> \(url.absoluteString)" }
 
-        public init(id: String, url: URL, secret: [UInt8], timeout: Duration = .seconds(5)) {
+        public init(id: String, url: URL, secret: [UInt8], timeout: Duration = .seconds(5), start: WebhookStore.Start = .now) {
             self.id = id
             self.url = url
             self.secret = secret
             self.timeout = timeout
+            self.start = start
         }
     }
 
@@ -41,6 +45,7 @@ public struct WebhookConfig: Sendable {
             var secretEnv: String?
             var secretFile: String?
             var timeoutMs: Int?
+            var startAt: String?
         }
         var endpoints: [Entry]
         var retry: WebhookRetryPolicy?
@@ -75,7 +80,10 @@ public struct WebhookConfig: Sendable {
             }
             let timeoutMs = entry.timeoutMs ?? 5_000
             if !(100...60_000).contains(timeoutMs) { problems.append("endpoint \(entry.id): timeoutMs must be 100...60000") }
-            endpoints.append(Endpoint(id: entry.id, url: url, secret: Array(secret.utf8), timeout: .milliseconds(timeoutMs)))
+            let start = WebhookStore.Start(rawValue: entry.startAt ?? "now")
+            if start == nil { problems.append("endpoint \(entry.id): startAt must be now or beginning") }
+            endpoints.append(Endpoint(id: entry.id, url: url, secret: Array(secret.utf8), timeout: .milliseconds(timeoutMs),
+                                      start: start ?? .now))
         }
         let retry = file.retry ?? WebhookRetryPolicy()
         if retry.baseDelayMs < 1 || retry.maxDelayMs < retry.baseDelayMs || retry.giveUpAfterMs < 1 {

@@ -100,7 +100,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                     }
                     logger.info("webhook_delivering", ["endpoint": .string(endpoint.id)])
                 }
-                try store.enqueue(endpoint: endpoint.id)
+                try store.enqueue(endpoint: endpoint.id, start: endpoint.start)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
                 for delivery in due where !stop.isStopped {
                     try attempt(delivery, endpoint, signer, store)
