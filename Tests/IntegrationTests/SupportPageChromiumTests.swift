@@ -126,6 +126,11 @@ final class SupportPageChromiumTests: XCTestCase {
         XCTAssertTrue(dom.contains(#"<g class="cut" data-at="\#(iso(switchAt))" data-kind="crossgrade">"#), dom)
         XCTAssertTrue(dom.contains("✂ crossgrade at \(iso(switchAt)): V1 notification · CANCEL · transaction \(a.id) · Sandbox"), dom)
         XCTAssertTrue(dom.contains("vip.plus.1m"), "the current product")
+        // Pasted with spaces and a line end, as StoreLedger's key in any case: the same customer.
+        let pasted = try HTTP.get("\(world.cluster.ingestURL)/support/search?q=%20\(otid)%40sandbox%0A",
+                                  authorization: "Bearer " + TestCredentials.adminKey)
+        XCTAssertEqual(pasted.status, 200, pasted.text)
+        XCTAssertTrue(pasted.text.contains("Membership of user <code>\(user)</code>"), "the one match's page (after the 303)")
 
         // `storeledger user show` prints the same timeline from the same model.
         let text = try Self.userShow(user, databaseURL: world.cluster.databaseURL)

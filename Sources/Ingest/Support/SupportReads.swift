@@ -43,14 +43,16 @@ public struct SupportReads: Sendable {
             matches += try queries.subscriptions(transaction: query).map {
                 SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey, how: "transaction id, subscription \($0.subscriptionKey)")
             }
-            let keys = SubscriptionKey.environments.map { SubscriptionKey.make(originalTransactionId: query, environment: $0) }
+            // StoreLedger's own key (`<id>@Sandbox`, in any case) names one environment; a bare id any.
+            let keys = query.contains("@") ? [SubscriptionKey.normalized(query)]
+                : SubscriptionKey.environments.map { SubscriptionKey.make(originalTransactionId: query, environment: $0) }
             matches += try queries.subscriptions(keys: keys).map {
                 SupportPage.SearchMatch(userId: $0.userId, subscriptionKey: $0.subscriptionKey,
                                         how: "original transaction id, subscription \($0.subscriptionKey)")
             }
-            // One line per user: the first way it was found is enough.
-            var seenUsers: Set<String> = []
-            return matches.filter { match in match.userId.map { seenUsers.insert($0).inserted } ?? true }
+            // One line per user, and per unlinked subscription: the first way it was found is enough.
+            var seen: Set<String> = []
+            return matches.filter { match in seen.insert(match.userId.map { "user:\($0)" } ?? "key:\(match.subscriptionKey ?? "")").inserted }
         }
     }
 }

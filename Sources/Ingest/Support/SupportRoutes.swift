@@ -58,7 +58,9 @@ struct SupportRoutes: Sendable {
         }
     }
 
-    private func search(_ query: String, _ responder: HTTPResponder) {
+    private func search(_ typed: String, _ responder: HTTPResponder) {
+        // Pasted text often brings spaces or a line end along.
+        let query = typed.trimmingCharacters(in: .whitespacesAndNewlines)
         if let reason = EdgeChecks.pathIdentifier(query, "search text") {
             responder.respond(Self.page(SupportPage.message("Cannot search for this", reason), status: 400))
             return
