@@ -16,11 +16,12 @@ enum AdminReads {
                 let summaries = try pool.withConnection { try WebhookStore($0).summaries() }
                 return try encode(["endpoints": summaries])
             },
-            deliveries: { endpoint, entryId, limit in
+            deliveries: { endpoint, page in
                 try pool.withConnection { db -> Data? in
                     let store = WebhookStore(db)
                     guard let summary = try store.summaries().first(where: { $0.endpoint == endpoint }) else { return nil }
-                    let attempts = try store.log(endpoint: endpoint, entryId: entryId, limit: limit)
+                    let attempts = try store.log(endpoint: endpoint, entryId: page.entryId, limit: page.limit, offset: page.offset,
+                                                 newestFirst: page.newestFirst)
                     return try encode(DeliveryLog(endpoint: endpoint, summary: summary, attempts: attempts))
                 }
             },

@@ -9,15 +9,25 @@ import HTTPServer
 /// stays in the module that owns the schema, and ingest only checks the request and answers.
 ///
 /// - `GET /v1/admin/webhooks`: `{"endpoints": [summary]}`
-/// - `GET /v1/admin/webhooks/{endpoint}/deliveries[?entry=ID][&limit=N]`: `{"endpoint", "summary", "attempts"}`
+/// - `GET /v1/admin/webhooks/{endpoint}/deliveries[?entry=ID][&limit=N][&offset=K][&order=newest]`: `{"endpoint", "summary", "attempts"}`
 /// - `GET /v1/admin/reports/{metrics|reconcile}?from=YYYY-MM-DD&to=YYYY-MM-DD[&environment=E]`: `{"report", "from", "to", "rows"}`
 public struct AdminReadRoutes: Sendable {
     public enum Report: String, Sendable, CaseIterable { case metrics, reconcile }
 
     /// JSON of every endpoint's summary.
     public typealias Webhooks = @Sendable () throws -> Data
-    /// JSON of one endpoint's attempts (optionally one ledger entry's), nil when the endpoint is unknown.
-    public typealias Deliveries = @Sendable (_ endpoint: String, _ entryId: Int64?, _ limit: Int) throws -> Data?
+    /// Which of an endpoint's attempts to show: one ledger entry's or all, a page of them, oldest or
+    /// newest first (an operator asks why deliveries fail today: newest first, without paging through
+    /// every attempt ever made).
+    public struct DeliveryPage: Sendable, Equatable {
+        public var entryId: Int64?
+        public var limit: Int
+        public var offset: Int
+        public var newestFirst: Bool
+    }
+
+    /// JSON of one endpoint's attempts, nil when the endpoint is unknown.
+    public typealias Deliveries = @Sendable (_ endpoint: String, _ page: DeliveryPage) throws -> Data?
     /// JSON of a report over `[from, to]` (UTC days, already checked).
     public typealias Reports = @Sendable (_ report: Report, _ from: String, _ to: String, _ environment: String?) throws -> Data
 
@@ -34,6 +44,7 @@ public struct AdminReadRoutes: Sendable {
     /// Bounds of the query (STYLE.md practice 12): the log is paged, a report covers at most two years (731 days).
     public static let maxDeliveries = 1_000
     public static let defaultDeliveries = 200
+    public static let maxDeliveriesOffset = 10_000_000
     public static let maxReportDays = 731
     public static let environments = Set(SubscriptionKey.environments)
 
@@ -55,7 +66,17 @@ public struct AdminReadRoutes: Sendable {
             }
             limit = value
         }
-        guard let json = try deliveries(endpoint, entry, limit) else {
+        var offset = 0
+        if let text = request.queryValue("offset") {
+            guard text.utf8.count <= 8, let value = Int(text), (0...Self.maxDeliveriesOffset).contains(value) else {
+                return .error(status: 400, reason: "offset must be an integer in 0...\(Self.maxDeliveriesOffset)")
+            }
+            offset = value
+        }
+        let order = request.queryValue("order") ?? "oldest"
+        guard order == "oldest" || order == "newest" else { return .error(status: 400, reason: "order must be oldest or newest") }
+        let page = DeliveryPage(entryId: entry, limit: limit, offset: offset, newestFirst: order == "newest")
+        guard let json = try deliveries(endpoint, page) else {
             return .error(status: 404, reason: "no webhook endpoint \(endpoint) has deliveries")
         }
         return .json(data: json)

@@ -107,6 +107,16 @@ final class WebhookDeliveryTests: XCTestCase {
         XCTAssertEqual(Set(attempts.filter { $0["httpStatus"] as? Int == 200 }.compactMap { $0["entryId"] as? Int }.map(Int64.init)),
                        Set(expected.keys))
         XCTAssertTrue(attempts.contains { $0["httpStatus"] as? Int == 500 })
+        // Newest first, a page at a time: the same attempts the other way round.
+        let newest = try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?order=newest&limit=2&offset=1", authorization: admin)
+        let newestAttempts = try XCTUnwrap(newest.json?["attempts"] as? [[String: Any]], newest.text)
+        let all = try XCTUnwrap(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?limit=1000&order=newest",
+                                             authorization: admin).json?["attempts"] as? [[String: Any]])
+        XCTAssertEqual(newestAttempts.map { $0["attemptedAt"] as? String }, all.dropFirst().prefix(2).map { $0["attemptedAt"] as? String })
+        if log.count <= 1000 {
+            XCTAssertEqual(all.first?["attemptedAt"] as? String, attempts.last?["attemptedAt"] as? String, "the newest attempt first")
+        }
+        XCTAssertEqual(try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?order=sideways", authorization: admin).status, 400)
         let one = try XCTUnwrap(expected.keys.min())
         let single = try HTTP.get("\(sim.ingestURL)/v1/admin/webhooks/flaky/deliveries?entry=ledger-\(one)", authorization: admin)
         let singleAttempts = try XCTUnwrap(single.json?["attempts"] as? [[String: Any]])

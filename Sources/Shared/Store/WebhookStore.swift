@@ -175,7 +175,7 @@ public struct WebhookStore {
 
     /// The delivery log of one endpoint (optionally one event), oldest first, `limit` attempts after
     /// the first `offset` (pages for a reader that wants every attempt).
-    public func log(endpoint: String, entryId: Int64? = nil, limit: Int = 1_000, offset: Int = 0) throws -> [Attempt] {
+    public func log(endpoint: String, entryId: Int64? = nil, limit: Int = 1_000, offset: Int = 0, newestFirst: Bool = false) throws -> [Attempt] {
         var sql: SQL = """
             SELECT a.entry_id, d.event_type, a.attempt, to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at,
                    a.http_status, a.error, a.duration_ms, d.status
@@ -183,7 +183,8 @@ public struct WebhookStore {
             WHERE a.endpoint_id = \(endpoint)
             """
         if let entryId { sql.append(" AND a.entry_id = \(entryId)") }
-        sql.append(" ORDER BY a.attempted_at, a.entry_id, a.attempt LIMIT \(limit) OFFSET \(offset)")
+        sql.append(newestFirst ? " ORDER BY a.attempted_at DESC, a.entry_id DESC, a.attempt DESC" : " ORDER BY a.attempted_at, a.entry_id, a.attempt")
+        sql.append(" LIMIT \(limit) OFFSET \(offset)")
         return try db.query(sql).map { row in
             Attempt(entryId: try row.int64("entry_id"), eventType: try row.string("event_type"), attempt: try row.int("attempt"),
                     attemptedAt: try row.string("at"), httpStatus: try row.decode("http_status", as: Int?.self),
