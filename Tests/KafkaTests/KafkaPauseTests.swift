@@ -120,4 +120,34 @@ final class KafkaPauseTests: XCTestCase {
         }
         XCTAssertEqual(read, [0, 1], "both partitions are read after they came back")
     }
+
+    /// A paused partition is not fetched, so librdkafka's cached high watermark stands still while
+    /// records keep arriving: lag counted from it froze during outages. Asked of the broker, it moves.
+    func testLagOfAPausedPartitionFollowsTheBroker() throws {
+        let setup = try TwoPartitions("lag")
+        defer { setup.close() }
+        let (topic, config, producer) = (setup.topic, setup.config, setup.producer)
+        func send(_ count: Int) throws {
+            for index in 0..<count {
+                _ = try producer.sendAndWait(topic: topic, key: nil, value: Array("\(index)".utf8), partition: 0, timeout: .seconds(10))
+            }
+        }
+        try send(5)
+        let consumer = try KafkaConsumer(config: config, groupId: "lag-\(UUID().uuidString)", topics: [topic])
+        defer { consumer.close() }
+        let p0 = PartitionID(topic: topic, partition: 0)
+        var read = 0
+        let deadline = Date().addingTimeInterval(30)
+        while read < 5, Date() < deadline { read += try consumer.poll(maxRecords: 10, timeout: .milliseconds(200)).count }
+        XCTAssertEqual(read, 5)
+        try consumer.pause([p0])
+        _ = try consumer.poll(maxRecords: 10, timeout: .milliseconds(300))
+        try send(7)
+        for _ in 0..<5 { _ = try consumer.poll(maxRecords: 10, timeout: .milliseconds(100)) }
+        let committed = [p0: Int64(5)]
+        XCTAssertEqual(consumer.lag(of: [p0], committed: committed)[p0], 0, "the cached watermark did not move while paused")
+        let queried = consumer.queryHighWatermarks([p0], timeout: .seconds(5))
+        XCTAssertEqual(queried[p0], 12)
+        XCTAssertEqual(consumer.lag(of: [p0], committed: committed, queried: queried)[p0], 7)
+    }
 }

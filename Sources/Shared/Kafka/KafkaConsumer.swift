@@ -159,7 +159,10 @@ public final class KafkaConsumer: Sendable {
     /// Consumer lag per partition: the high watermark librdkafka last saw in a fetch reply (cached,
     /// no request) minus `committed[p]`, the next offset this member committed, or else its fetch
     /// position (where it resumed from the group's commit). Partitions with neither are left out.
-    public func lag(of partitions: Set<PartitionID>, committed: [PartitionID: Int64]) -> [PartitionID: Int64] {
+    /// `queried`: high watermarks asked of the broker (`queryHighWatermarks`), for partitions whose
+    /// cached one stands still because they are paused (a paused partition is not fetched).
+    public func lag(of partitions: Set<PartitionID>, committed: [PartitionID: Int64],
+                    queried: [PartitionID: Int64] = [:]) -> [PartitionID: Int64] {
         guard !partitions.isEmpty, let list = rd_kafka_topic_partition_list_new(Int32(partitions.count)) else { return [:] }
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for partition in partitions { rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition) }
@@ -169,12 +172,27 @@ public final class KafkaConsumer: Sendable {
             let id = PartitionID(topic: String(cString: element.topic), partition: element.partition)
             var low: Int64 = -1
             var high: Int64 = -1
-            guard rd_kafka_get_watermark_offsets(client.pointer, element.topic, element.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
-                  high >= 0 else { continue }
+            let cached = rd_kafka_get_watermark_offsets(client.pointer, element.topic, element.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR
+            high = max(cached ? high : -1, queried[id] ?? -1)
+            guard high >= 0 else { continue }
             guard let from = committed[id] ?? (element.offset >= 0 ? element.offset : nil) else { continue }
             lags[id] = max(0, high - from)
         }
         return lags
+    }
+
+    /// The broker's high watermarks of `partitions`, one request each within `timeout`; stops at the
+    /// first that fails (a broker that does not answer one will not answer the next).
+    public func queryHighWatermarks(_ partitions: [PartitionID], timeout: Duration) -> [PartitionID: Int64] {
+        var highs: [PartitionID: Int64] = [:]
+        for partition in partitions {
+            var low: Int64 = -1
+            var high: Int64 = -1
+            guard rd_kafka_query_watermark_offsets(client.pointer, partition.topic, partition.partition, &low, &high,
+                                                   Int32(clamping: timeout.rdMilliseconds)) == RD_KAFKA_RESP_ERR_NO_ERROR else { break }
+            highs[partition] = high
+        }
+        return highs
     }
 
     /// How many partitions this member holds now: 0 until the first group join completed

@@ -161,7 +161,7 @@ public final class ConsumerLoop: Sendable {
                     logger.warning("poll_failed", ["error": .string(error.description)])
                     event = .failed(error.kind == .fatal ? .critical(error.description) : .infrastructure(error.description))
                 }
-                lag.refreshIfDue(consumer)
+                lag.refreshIfDue(consumer, paused: machine.paused)
                 settle(&commits, consumer)
                 onIdle()
             case .pause(let partitions):
@@ -348,13 +348,19 @@ struct OffsetCommits {
 
 /// `storeledger_consumer_lag{stage, topic, partition}`: records behind the high watermark, counted
 /// from what this member committed (or, before its first commit, from where it resumed), refreshed
-/// at most every `interval` from librdkafka's cached watermarks (no broker request).
+/// at most every `interval` from librdkafka's cached watermarks (no broker request). A paused
+/// partition is not fetched, so its cached watermark stands still exactly while an outage lets the
+/// backlog grow: for those the broker is asked, at most every `brokerInterval`.
 struct LagGauges {
     static let metric = "storeledger_consumer_lag"
+    static let brokerInterval: Duration = .seconds(5)
+    static let brokerTimeout: Duration = .milliseconds(500)
     let stage: String
     let interval: Duration
     private var committed: [PartitionID: Int64] = [:]
     private var lastRefresh: ContinuousClock.Instant?
+    private var lastBrokerQuery: ContinuousClock.Instant?
+    private var queried: [PartitionID: Int64] = [:]
     private var shown: Set<PartitionID> = []
 
     init(stage: String, interval: Duration) {
@@ -372,14 +378,19 @@ struct LagGauges {
         lastRefresh = nil
     }
 
-    mutating func refreshIfDue(_ consumer: KafkaConsumer) {
+    mutating func refreshIfDue(_ consumer: KafkaConsumer, paused: Set<PartitionID> = []) {
         let now = ContinuousClock.now
         if let lastRefresh, now - lastRefresh < interval { return }
         lastRefresh = now
         let assignment = consumer.assignment
         // Offsets we committed for partitions we no longer hold say nothing about the new owner.
         committed = committed.filter { assignment.contains($0.key) }
-        let lags = consumer.lag(of: assignment, committed: committed)
+        queried = queried.filter { paused.contains($0.key) && assignment.contains($0.key) }
+        if !paused.isEmpty, lastBrokerQuery.map({ now - $0 >= Self.brokerInterval }) ?? true {
+            lastBrokerQuery = now
+            queried.merge(consumer.queryHighWatermarks(paused.intersection(assignment).sorted(), timeout: Self.brokerTimeout)) { max($0, $1) }
+        }
+        let lags = consumer.lag(of: assignment, committed: committed, queried: queried)
         let metrics = Metrics.shared
         if !Set(lags.keys).isSuperset(of: shown) { metrics.removeGauges(LagGauges.metric) }
         shown = Set(lags.keys)
