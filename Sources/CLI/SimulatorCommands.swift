@@ -23,7 +23,7 @@ struct SimulateCommand: CLICommand {
 
           setup           write root.pem/keys, catalog.json and workers.env into --dir (default ~/.storeledger/simulator)
                           and print the environment the decode/classify workers and ingest need
-          scenarios       run DOMAIN.md's scenarios (all, or the ones named), each checked against the oracle
+          scenarios       run docs/domain.md's scenarios (all, or the ones named), each checked against the oracle
           population      a random population (--users, default 1000, over --days, default 365); --check compares
                           every user's membership with the oracle and prints each mismatch with the user's journey
           load            mixed traffic at --rate requests/s for --seconds, with ingest → ledger latency percentiles
@@ -44,7 +44,8 @@ struct SimulateCommand: CLICommand {
             print("Simulator PKI, catalog and worker environment written to \(directory) (workers.env):")
             for (key, value) in setup.environment.sorted(by: { $0.key < $1.key }) { print("export \(key)=\(value)") }
             print("\nStart StoreLedger with these variables (e.g. `set -a; . \(directory)/workers.env; set +a; storeledger dev`),")
-            print("then run `storeledger simulate scenarios --ingest http://127.0.0.1:8080 --dir \(directory)`.")
+            print("then run `storeledger simulate scenarios --ingest http://127.0.0.1:8080 --dir \(directory)` with \(Setting.apiKey)")
+            print("set to one of that StoreLedger's service keys (dev prints its API_KEY).")
             return 0
         }
 

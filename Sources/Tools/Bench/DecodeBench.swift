@@ -10,6 +10,11 @@ import Runtime
 /// `openssl speed` (the ceiling: ECDSA P-256 verifies and RSA-2048 verifies per second).
 /// Inputs: Apple's published test chain and real receipts from ../shared/fixtures (--fixtures DIR).
 public enum DecodeBench {
+    /// Whether the sample data the suite reads is there.
+    public static func hasFixtures(_ arguments: Arguments) -> Bool {
+        (try? BenchConfiguration.read(arguments)).map { FileManager.default.fileExists(atPath: $0.fixtures) } ?? false
+    }
+
     public static func run(_ arguments: Arguments) throws -> Int32 {
         let seconds = arguments.has("quick") ? 1.0 : Double(try arguments.int("seconds", default: 3))
         let settings = try BenchConfiguration.read(arguments)

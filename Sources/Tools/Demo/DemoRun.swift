@@ -49,7 +49,7 @@ private func driveDemo(_ demo: DemoSetup, ingestURL: String, bootstrap: String, 
         fflush(nil)
     }
     say("\n── Demo: the simulated App Store at work ─────────────────────────────────────")
-    say("Scripted journeys (DOMAIN.md scenarios), each checked against the simulator's own oracle:")
+    say("Scripted journeys (the scenarios of docs/domain.md), each checked against the simulator's own oracle:")
     let scripted = ScenarioRunner(context: ScenarioContext(ingestURL: ingestURL, store: store, emitter: emitter))
         .run(Scenarios.named(["S3", "S5", "S8", "S10", "S15"])) { result in
             say("  \(result.passed ? "✓" : "✗") \(result.id) \(result.title)")

@@ -22,7 +22,7 @@ public struct ScenarioContext: Sendable {
     }
 }
 
-/// A scripted journey (one of DOMAIN.md's S1–S15): what happens in the store, what reaches the
+/// A scripted journey (one of docs/domain.md's S1–S15): what happens in the store, what reaches the
 /// wire in which order, and what must hold afterwards beyond the oracle.
 public struct Scenario: Sendable {
     public let id: String

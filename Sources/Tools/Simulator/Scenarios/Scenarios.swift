@@ -56,7 +56,7 @@ enum Expect {
     }
 }
 
-/// DOMAIN.md's scenarios S1–S15, each a scripted journey checked against the oracle (and R2:
+/// docs/domain.md's scenarios S1–S15, each a scripted journey checked against the oracle (and R2:
 /// no purchase granted twice), plus the evidence each one is about.
 public enum Scenarios {
     public static let all: [Scenario] = [s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15]
