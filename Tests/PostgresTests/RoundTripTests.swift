@@ -356,6 +356,7 @@ final class RoundTripTests: PGTestCase {
         XCTAssertEqual(try setting(keyed, "enable_seqscan"), "off")
         XCTAssertEqual(try setting(keyed, "max_parallel_workers_per_gather"), "0")
         XCTAssertEqual(try setting(keyed, "jit"), "off")
+        XCTAssertEqual(try setting(keyed, "idle_in_transaction_session_timeout"), "5min", "a frozen stage's locks are let go")
         let plain = try connect()
         XCTAssertEqual(try setting(plain, "plan_cache_mode"), "force_custom_plan")
         XCTAssertEqual(try setting(plain, "enable_seqscan"), "on")

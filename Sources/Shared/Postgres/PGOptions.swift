@@ -68,13 +68,20 @@ public struct PGOptions: Sendable, Equatable {
     /// after five runs and keeps it until the table's statistics change; a plan made while a table
     /// was small (a sequential scan) then stays while the table grows, and `bench e2e` measured
     /// PostgreSQL's CPU per event doubling (issue 14). Planned per run, it follows the table. A keyed
-    /// session (`keyedAccess`) prices whole-table scans out instead and keeps one generic plan.
+    /// session (`keyedAccess`) prices whole-table scans out instead and keeps one generic plan. A
+    /// keyed session (a stage's) also ends a transaction left idle for `idleTransactionMs`: a frozen
+    /// worker (SIGSTOP, a paused VM) holding row locks would otherwise stall the member that took
+    /// over its partitions until it woke; a live one is idle in a transaction only while the broker
+    /// acknowledges its outputs or Apple answers a consumption request, far less.
+    static let idleTransactionMs = 300_000
+
     var connectKeywords: [(String, String)] {
         [("connect_timeout", String(connectTimeoutSeconds)), ("fallback_application_name", applicationName), ("keepalives", "1"),
          ("keepalives_idle", String(keepaliveIdleSeconds)), ("keepalives_interval", "5"), ("keepalives_count", "3"),
          ("client_encoding", "UTF8"),
          ("options", "-c DateStyle=ISO,MDY -c TimeZone=UTC -c bytea_output=hex -c statement_timeout=\(statementTimeoutMs)"
              + (keyedAccess ? " -c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c max_parallel_workers_per_gather=0 -c jit=off"
+                              + " -c idle_in_transaction_session_timeout=\(Self.idleTransactionMs)"
                             : " -c plan_cache_mode=force_custom_plan"))]
     }
 }
