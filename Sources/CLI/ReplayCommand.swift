@@ -36,7 +36,12 @@ struct ReplayCommand: CLICommand {
                 guard !names.isEmpty, names.count <= 10_000, names.allSatisfy({ $0.utf8.count <= 256 }) else {
                     throw ReplayUsageError("--users takes 1...10000 comma-separated user ids (or subscription:<key>)")
                 }
-                users = Set(names)
+                // As the read API names them: a UUID user id in any case (R17), StoreLedger's key with
+                // its environment in any case; an id as typed would match nothing, silently.
+                users = Set(names.map { name in
+                    name.hasPrefix("subscription:") ? "subscription:" + SubscriptionKey.normalized(String(name.dropFirst("subscription:".count)))
+                        : UserId.normalized(name)
+                })
             }
             return ReplayRequest(stage: stage, from: from, to: to, users: users, dryRun: arguments.has("dry-run"))
         } catch {
