@@ -150,4 +150,14 @@ final class KafkaPauseTests: XCTestCase {
         XCTAssertEqual(queried[p0], 12)
         XCTAssertEqual(consumer.lag(of: [p0], committed: committed, queried: queried)[p0], 7)
     }
+
+    /// The loop drops its queue on every rebalance, right only for the eager protocol: a consumer
+    /// configured for cooperative assignment refuses to start rather than skip records.
+    func testACooperativeAssignorIsRefused() throws {
+        var config = KafkaConfig(bootstrapServers: "127.0.0.1:1", clientId: "cooperative-test")
+        config.extra["partition.assignment.strategy"] = "cooperative-sticky"
+        XCTAssertThrowsError(try KafkaConsumer(config: config, groupId: "g", topics: ["t"])) { error in
+            XCTAssertTrue("\(error)".contains("cooperative"), "\(error)")
+        }
+    }
 }

@@ -29,6 +29,12 @@ public final class KafkaConsumer: Sendable {
 
     public init(config: KafkaConfig, groupId: String, topics: [String]) throws(KafkaError) {
         self.groupId = groupId
+        // The consumer loop drops what it holds on every rebalance and relies on librdkafka restarting
+        // each assigned partition from its commit: an incremental (cooperative) protocol keeps the
+        // partitions it does not move, and their dropped records would be skipped.
+        if let strategy = config.consumerProperties(groupId: groupId)["partition.assignment.strategy"], strategy.contains("cooperative") {
+            throw KafkaError(.configuration, "partition.assignment.strategy \(strategy): cooperative assignment is not supported (use range or roundrobin)")
+        }
         let counter = Unmanaged.passUnretained(rebalances).toOpaque()
         client = try RdKafkaClient(RD_KAFKA_CONSUMER,
                                    properties: config.consumerProperties(groupId: groupId)) { conf in
