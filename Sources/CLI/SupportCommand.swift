@@ -16,7 +16,7 @@ struct SupportCommand: CLICommand {
     let summary = "Support actions through the App Store Server API: extend one subscription's renewal date or all active subscribers of a product (recorded with admin and reason), and read a mass extension's status."
     let usage = """
     extend --original-transaction-id ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--request-id ID]
-    mass-extend --product ID --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--storefronts USA,CAN] [--request-id ID] [--wait S]
+    mass-extend --product ID --environment Production|Sandbox --days 1-90 --reason-code 0-3 --admin NAME --reason TEXT [--storefronts USA,CAN] [--request-id ID] [--wait S]
     mass-status --product ID --request-id ID
     history [--target SUBSCRIPTION_KEY|product:ID@ENVIRONMENT] [--limit N]   (the recorded actions, newest first)
        [--environment Production|Sandbox] [--json] [--bootstrap B] [--database-url URL] [--key-id ID]
@@ -62,6 +62,8 @@ struct SupportCommand: CLICommand {
             }
         } else {
             guard let product = arguments.value("product") else { throw UsageError("mass-extend needs --product") }
+            // It extends every active subscriber and cannot be undone: the environment is named, never assumed.
+            guard let environment else { throw UsageError("mass-extend needs --environment Production|Sandbox") }
             let storefronts = arguments.value("storefronts").map { $0.split(separator: ",").map(String.init) }
             report = SupportActions(client: session.client, database: database)
                 .massExtend(product, storefronts: storefronts, order, environment: environment,

@@ -65,6 +65,15 @@ final class RefreshTests: XCTestCase {
         let cuts = corrected.dropFirst(lines.count).filter { $0.kind == "cut" }
         XCTAssertEqual(cuts.count, 1, "the correction is one cut: \(corrected)")
         XCTAssertTrue(cuts.allSatisfy { $0.source == "server-api" && $0.provenance == "server-api" }, "\(corrected)")
+
+        // A stored revision Apple no longer takes (4000005) is dropped: the history is read from the start.
+        try database.execute("UPDATE api_revisions SET revision = 'stale-revision' WHERE subscription_key = \(otid)")
+        let third = try refresh(otid, api)
+        XCTAssertNil(third.error)
+        XCTAssertFalse(third.resumedFromRevision)
+        XCTAssertEqual(third.historyTransactions, 3)
+        XCTAssertNotEqual(try database.query("SELECT revision FROM api_revisions WHERE subscription_key = \(otid)").first?.string("revision"),
+                          "stale-revision")
     }
 
     struct Report: Decodable {

@@ -62,13 +62,17 @@ final class SupportActionTests: XCTestCase {
         // Apple would extend every subscriber and the outcome would be unreadable.
         let unchanged = subscriptions.map { expiry($0.otid) }
         XCTAssertThrowsError(try RecoverNotificationsTests.run(["support", "mass-extend", "--product", "vip.a.1m", "--days", "3", "--reason-code", "3",
-                                                                "--admin", "bob@support", "--reason", "service outage",
+                                                                "--environment", "Production", "--admin", "bob@support", "--reason", "service outage",
                                                                 "--request-id", "promo 2026/11"], environment: api.cliEnvironment))
+        // Every subscriber, for good: the environment is named, never assumed.
+        XCTAssertThrowsError(try RecoverNotificationsTests.run(["support", "mass-extend", "--product", "vip.a.1m", "--days", "3", "--reason-code", "3",
+                                                                "--admin", "bob@support", "--reason", "service outage"], environment: api.cliEnvironment))
         XCTAssertEqual(subscriptions.map { expiry($0.otid) }, unchanged)
 
         let others = subscriptions.map { expiry($0.otid) }
         let mass = try RecoverNotificationsTests.run(["support", "mass-extend", "--product", "vip.a.1m", "--days", "3", "--reason-code", "3",
-                                                      "--admin", "bob@support", "--reason", "service outage", "--json"], environment: api.cliEnvironment)
+                                                      "--environment", "Production", "--admin", "bob@support", "--reason", "service outage", "--json"],
+                                                     environment: api.cliEnvironment)
         print("[support] \(mass)")
         XCTAssertEqual(subscriptions.map { expiry($0.otid) }, others.map { $0 + 3 * day }, "every active subscriber of the product")
         XCTAssertTrue(mass.contains(#""complete":true"#), mass)

@@ -78,9 +78,16 @@ public struct TransactionRefresh {
         report.environment = environment.rawValue
         report.originalTransactionId = original
         let key = SubscriptionKey.make(originalTransactionId: original, environment: environment.rawValue)
-        let stored = try database.flatMap { try ServerAPIStore.revision(key, db: $0) }
+        var stored = try database.flatMap { try ServerAPIStore.revision(key, db: $0) }
+        var result = client.transactionHistory(transactionId: transactionId, since: stored, environment: environment)
+        if stored != nil, case .failure(let failure) = result, failure.errorCode == .invalidRequestRevision {
+            // Apple no longer takes the revision stored (4000005): read the history from the start
+            // once, or every later refresh of this subscription would fail on it.
+            stored = nil
+            result = client.transactionHistory(transactionId: transactionId, since: nil, environment: environment)
+        }
         report.resumedFromRevision = stored != nil
-        let history = try client.transactionHistory(transactionId: transactionId, since: stored, environment: environment).get()
+        let history = try result.get()
         let statuses = try client.subscriptionStatuses(transactionId: transactionId, environment: environment).get()
         let last = statuses.groups.flatMap(\.lastTransactions)
         report.historyTransactions = history.signedTransactions.count
