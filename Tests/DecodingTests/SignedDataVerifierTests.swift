@@ -66,6 +66,15 @@ final class SignedDataVerifierTests: XCTestCase {
         for token in ["a.b.c.d", "a.b.c", "", "...", "abc"] {
             XCTAssertEqual(verifier.verifyNotification(token).failureValue?.status, .verificationFailure, token)
         }
+        // x5c that is no list, as Apple's library judges it by its length: a string or object of
+        // three is unreadable certificates, of another length a wrong chain length; a number, a failure.
+        let shapes: [(Any, VerificationStatus)] = [("abc", .invalidCertificate), ("abcd", .invalidChainLength),
+                                                   (["a": 1, "b": 2, "c": 3], .invalidCertificate), (7, .verificationFailure),
+                                                   ("", .verificationFailure), ([String](), .verificationFailure)]
+        for (x5c, status) in shapes {
+            let token = try pki.sign(ours, header: ["alg": "ES256", "x5c": x5c])
+            XCTAssertEqual(verifier.verifyNotification(token).failureValue?.status, status, "\(x5c)")
+        }
     }
 
     private func realAppleNotificationVerifiesStrictlyAtSignedDate() throws {

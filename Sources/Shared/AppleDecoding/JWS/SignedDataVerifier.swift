@@ -180,9 +180,16 @@ public struct SignedDataVerifier: Sendable {
         guard let x5c = jws.header["x5c"], !isNull(x5c) else {
             return .failure(.init(.verificationFailure, "JWS header has no x5c certificate chain"))
         }
-        guard let chain = x5c as? [Any], !chain.isEmpty else {
-            return .failure(.init(.verificationFailure, "JWS x5c header is empty or not a list"))
+        // Apple's library takes `len()` of whatever x5c holds: a string or an object has one too, and
+        // fails later as a chain of the wrong length or of unreadable certificates; the same verdicts here.
+        let count: Int
+        switch x5c {
+        case let list as [Any]: count = list.count
+        case let text as String: count = text.unicodeScalars.count
+        case let object as [String: Any]: count = object.count
+        default: return .failure(.init(.verificationFailure, "JWS x5c header is not a list"))
         }
+        guard count > 0 else { return .failure(.init(.verificationFailure, "JWS x5c header is empty")) }
         guard (jws.header["alg"] as? String) == "ES256" else {
             return .failure(.init(.verificationFailure, "JWS algorithm is not ES256"))
         }
@@ -191,8 +198,11 @@ public struct SignedDataVerifier: Sendable {
         case .success(let date): effectiveDate = date
         case .failure(let failure): return .failure(failure)
         }
-        guard chain.count == 3 else {
-            return .failure(.init(.invalidChainLength, "x5c holds \(chain.count) certificates, expected 3"))
+        guard count == 3 else {
+            return .failure(.init(.invalidChainLength, "x5c holds \(count) certificates, expected 3"))
+        }
+        guard let chain = x5c as? [Any] else {
+            return .failure(.init(.invalidCertificate, "JWS x5c header is not a list of certificates"))
         }
         let leafKey: PublicKey
         switch verifiedLeafKey(chain, at: effectiveDate) {
