@@ -20,8 +20,9 @@ import Synchronization
 public struct ConsumptionStage: StageLogic {
     /// How long after Apple asked a purchase the ledger does not know may still be on its way
     /// (dedupe, classify and membership run behind this stage; a recovery pass feeds a lost purchase
-    /// and Apple's request together). Only after it is "undelivered" told: Apple allows 12 hours.
-    static let ledgerSettleMs: Int64 = 10_000
+    /// and Apple's request together; under load the path takes tens of seconds). Only after it is
+    /// "undelivered" told: Apple allows 12 hours, and the first answer is the one Apple keeps.
+    static let ledgerSettleMs: Int64 = 60_000
 
     /// The purchase is not in the ledger yet and may still arrive: the batch waits (an outage for
     /// the consumer loop, so nothing is dead-lettered) and is tried again.
