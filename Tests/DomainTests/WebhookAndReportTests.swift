@@ -111,6 +111,23 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(first?.mrrMilli, ["EUR": 3_000], "9.00 for three months is 3.00 a month")
     }
 
+    /// A report's days are the only ones walked, with the same rows as a wider report's; a trial whose
+    /// end has not come yet has not ended.
+    func testAReportCoversItsDaysOnlyAndAFutureTrialEndIsNoEnd() {
+        let long = FinanceTransaction(subscriptionKey: "l", purchaseId: "p1", productId: "vip.1y", productKind: "auto-renewable", group: "vip",
+                                      environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 3_650 * day, priceMilli: 99_000,
+                                      currency: "EUR", durationDays: 365, grantedStartMs: jan1, grantedEndMs: jan1 + 3_650 * day)
+        let trial = FinanceTransaction(subscriptionKey: "t", purchaseId: "p2", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                       environment: "Production", purchaseMs: jan1 + 25 * day, expiresMs: jan1 + 32 * day, isTrial: true,
+                                       grantedStartMs: jan1 + 25 * day, grantedEndMs: jan1 + 32 * day)
+        let now = jan1 + 27 * day
+        let oneDay = SubscriptionMetrics.rows([long, trial], renewals: [:], from: "2025-01-10", to: "2025-01-10", nowMs: now)
+        let month = SubscriptionMetrics.rows([long, trial], renewals: [:], from: "2025-01-01", to: "2025-02-28", nowMs: now)
+        XCTAssertEqual(oneDay, month.filter { $0.day == "2025-01-10" })
+        XCTAssertEqual(oneDay.first?.activeSubscriptions, 1)
+        XCTAssertEqual(month.reduce(0) { $0 + $1.trialsEnded }, 0, "the trial ends on 2025-02-02, after now")
+    }
+
     /// A trial whose user lapsed and bought again later did not convert, even once that purchase renews.
     func testATrialFollowedByALapseIsNotConverted() {
         func period(_ id: String, _ start: Int64, _ length: Int64, trial: Bool = false, renewal: Bool = false) -> FinanceTransaction {

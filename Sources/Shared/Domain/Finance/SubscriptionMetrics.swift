@@ -68,6 +68,10 @@ public enum SubscriptionMetrics {
     public static func rows(_ all: [FinanceTransaction], renewals: [String: RenewalStanding], from: String, to: String,
                             nowMs: Int64) -> [MetricsRow] {
         let transactions = all.filter { $0.productKind == ProductKind.autoRenewable.rawValue }
+        // The days a report covers: a period's days outside them are not walked at all (a one-day
+        // report over years of history walked every day of every period).
+        let firstDayMs = utcDayStartMs(from) ?? Int64.min / 2
+        let afterLastDayMs = (utcDayStartMs(to) ?? Int64.max / 2).saturatingAdding(dayMs)
         var rows: [String: MetricsRow] = [:]
         func update(_ day: String, _ environment: String, _ product: String, _ change: (inout MetricsRow) -> Void) {
             guard day >= from, day <= to else { return }
@@ -86,7 +90,8 @@ public enum SubscriptionMetrics {
                     if index == 0 && !t.isRenewal { row.newSubscriptions += 1 }
                 }
                 if t.cutKind == "refund", let cut = t.cancellationMs { update(utcDay(cut), t.environment, t.productId) { $0.refunds += 1 } }
-                if t.isFreeTrial, let end = t.expiresMs {
+                // A trial ends once: not before its end has come (a report reaching into the future).
+                if t.isFreeTrial, let end = t.expiresMs, end <= nowMs {
                     // Converted: the next period is paid and follows the trial (its renewal, a billing
                     // recovery, or a switch made during the trial); a purchase after a lapse is not.
                     let next = list.indices.contains(index + 1) ? list[index + 1] : nil
@@ -98,8 +103,8 @@ public enum SubscriptionMetrics {
                 }
                 // Active at the end of each day its granted period covers.
                 if let start = t.grantedStartMs, let end = t.grantedEndMs, end > start {
-                    var dayStart = start.floorDivided(by: dayMs) * dayMs
-                    while dayStart < end {
+                    var dayStart = max(start.floorDivided(by: dayMs) * dayMs, firstDayMs)
+                    while dayStart < min(end, afterLastDayMs) {
                         let last = dayStart + dayMs - 1
                         if last >= start && last < end {
                             update(utcDay(dayStart), t.environment, t.productId) { row in
