@@ -58,7 +58,16 @@ struct ReplayCommand: CLICommand {
         } catch let error as ReplayUsageError {
             throw UsageError("\(Setting.testWrongRule): \(error.description)")
         }
-        let decoder = request.stage == .decode ? try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init)).makeDecoder() : nil
+        var decoder: AppleInputDecoder?
+        if request.stage == .decode {
+            let decoding = try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init))
+            // verifyReceipt answers with Apple's state today, not when the receipt was uploaded, and a
+            // replay would ask it once per receipt ever uploaded: not the same inputs again.
+            guard decoding.receiptValidation != .verifyReceipt else {
+                throw UsageError("--stage decode re-reads every receipt, and with verifyReceipt validation that asks Apple again (today's answers): replay from dedupe")
+            }
+            decoder = try decoding.makeDecoder()
+        }
         let engine = ReplayEngine(kafka: try Environment.kafka(arguments, clientId: "storeledger-replay"), databaseURL: databaseURL,
                                   catalog: try loadReplayCatalog(arguments), decoder: decoder, wrongRules: wrongRules)
         let terminal = isatty(STDERR_FILENO) == 1
