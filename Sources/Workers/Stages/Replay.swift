@@ -181,12 +181,7 @@ public struct ReplayEngine {
             }
         }
         if decodeStage != nil {
-            // One subscription's raw inputs may sit in several raw partitions: order them by arrival.
-            // (The index keeps the events of one raw input in the order decode made them.)
-            records = records.enumerated().sorted {
-                ($0.element.timestamp, $0.element.partition, $0.element.offset, $0.offset)
-                    < ($1.element.timestamp, $1.element.partition, $1.element.offset, $1.offset)
-            }.map(\.element)
+            records = Self.arrivalOrder(records)
         }
         records.removeAll { record in record.key.map { !keysInRange.contains(String(decoding: $0, as: UTF8.self)) } ?? true }
 
@@ -426,5 +421,28 @@ public struct ReplayEngine {
     private func classified(_ bytes: [UInt8]) throws -> [MembershipCommand] {
         guard let unique = try? TopicRecords.decodeUniqueEvent(bytes), EventBounds.check(unique) == nil else { return [] }
         return wrongRules.applyToClassified(classify(unique, catalog: catalog))
+    }
+}
+
+extension ReplayEngine {
+    /// One subscription's raw inputs may sit in several raw partitions: merged by arrival time, each
+    /// partition in its offset order whatever its producers' clocks said (ingest hosts' clocks differ:
+    /// a later record stamped earlier would otherwise be folded first, and the earlier one's facts
+    /// then dropped as older news). Equal times keep partition, offset, then decode's own order.
+    static func arrivalOrder(_ records: [KafkaRecord]) -> [KafkaRecord] {
+        var effective = [Int64](repeating: 0, count: records.count)
+        var latest: [PartitionID: Int64] = [:]
+        let inPartitionOrder = records.indices.sorted {
+            (records[$0].topic, records[$0].partition, records[$0].offset, $0) < (records[$1].topic, records[$1].partition, records[$1].offset, $1)
+        }
+        for index in inPartitionOrder {
+            let partition = records[index].partitionID
+            let time = max(records[index].timestamp, latest[partition] ?? .min)
+            latest[partition] = time
+            effective[index] = time
+        }
+        return records.indices.sorted {
+            (effective[$0], records[$0].partition, records[$0].offset, $0) < (effective[$1], records[$1].partition, records[$1].offset, $1)
+        }.map { records[$0] }
     }
 }
