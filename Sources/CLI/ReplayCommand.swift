@@ -13,9 +13,9 @@ import Stages
 struct ReplayCommand: CLICommand {
     let name = "replay"
     let summary = "Replay a stage over a range of its input after a fix (stopped groups only): recompute through membership, write the difference as compensating ledger entries; --dry-run prints the difference without writing."
-    let usage = "--stage decode|dedupe|classify|membership --from TIME|OFFSET [--to TIME|OFFSET] [--users U,...] [--dry-run] [--bootstrap B] [--database-url URL] [--catalog FILE]   (TIME = 2026-12-01T10:00:00Z or @ms; OFFSET = N, earliest, or 0:N,1:M per partition)"
+    let usage = "--stage decode|dedupe|classify|membership --from TIME|OFFSET [--to TIME|OFFSET] [--users U,...] [--dry-run] [--reverify-receipts] [--bootstrap B] [--database-url URL] [--catalog FILE]   (TIME = 2026-12-01T10:00:00Z or @ms; OFFSET = N, earliest, or 0:N,1:M per partition)"
     let optionNames: Set<String> = ["stage", "from", "to", "users", "bootstrap", "database-url", "catalog"]
-    let flagNames: Set<String> = ["dry-run"]
+    let flagNames: Set<String> = ["dry-run", "reverify-receipts"]
 
     func check(_ arguments: Arguments) throws {
         _ = try request(arguments)
@@ -63,8 +63,9 @@ struct ReplayCommand: CLICommand {
             let decoding = try AppleDecodingConfiguration(Environment.read(arguments, DecodingConfiguration.init))
             // verifyReceipt answers with Apple's state today, not when the receipt was uploaded, and a
             // replay would ask it once per receipt ever uploaded: not the same inputs again.
-            guard decoding.receiptValidation != .verifyReceipt else {
-                throw UsageError("--stage decode re-reads every receipt, and with verifyReceipt validation that asks Apple again (today's answers): replay from dedupe")
+            guard decoding.receiptValidation != .verifyReceipt || arguments.has("reverify-receipts") else {
+                throw UsageError("--stage decode re-reads every receipt, and with verifyReceipt validation that asks Apple again "
+                                 + "(today's answers): replay from dedupe, or pass --reverify-receipts to ask Apple anyway")
             }
             decoder = try decoding.makeDecoder()
         }

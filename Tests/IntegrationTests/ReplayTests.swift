@@ -105,7 +105,8 @@ final class ReplayTests: XCTestCase {
         let before = try snapshot(db)
         for stage in ["membership", "classify", "dedupe", "decode"] {
             for round in 1...2 {
-                let result = try replay(cluster, fixed, ["--stage", stage, "--from", "earliest"])
+                // The simulator's verifyReceipt answers alike every time: asking it again is the same input.
+                let result = try replay(cluster, fixed, ["--stage", stage, "--from", "earliest"] + (stage == "decode" ? ["--reverify-receipts"] : []))
                 XCTAssertEqual(result.status, 0, result.stderr)
                 let report = try result.report()
                 XCTAssertEqual(report.entriesWritten, 0, "replay \(stage) #\(round): \(result.stdout)")
