@@ -14,7 +14,7 @@ SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(FuzzReceipt FuzzJWS FuzzNotification FuzzPipeline)
-FIXTURES="../shared/fixtures"
+FIXTURES="${STORELEDGER_FUZZ_FIXTURES:-${STORELEDGER_FIXTURES:-../shared/fixtures}}"
 OUT=.build-fuzz
 mkdir -p "$OUT/crashes"
 

@@ -109,7 +109,8 @@ doc = {
         "parameters": [user_param(), {"name": "group", "in": "query", "required": False, "schema": ident}],
         "responses": {"200": ok({"$ref": "#/components/schemas/UserOffers"}), **errors_client}}},
     "/v1/users/{user_id}/ledger": {"get": {"operationId": "userLedger", "summary": "The user's ledger, newest first", "security": client + [{"adminKey": []}],
-        "parameters": [user_param(), {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 200}}],
+        "parameters": [user_param(), {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 200}},
+                       {"name": "before", "in": "query", "required": False, "description": "Only entries older than this entry id: the next page, from the oldest entryId of the last", "schema": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807}}],
         "responses": {"200": ok({"$ref": "#/components/schemas/Ledger"}), **errors_client}}},
     "/v1/admin/users/{user_id}": {"get": {"operationId": "supportUser", "summary": "Support: any user's membership and ledger together", "security": [{"adminKey": []}], "parameters": [user_param()],
         "responses": {"200": ok({"$ref": "#/components/schemas/SupportView"}), **errors_client}}},
@@ -140,7 +141,8 @@ doc = {
   }}
 text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
 # Setting names come from the Configuration module, so the document cannot drift from them.
-for name, setting in [("STORELEDGER_ADMIN_KEYS", "adminKeys"), ("STORELEDGER_API_KEYS", "apiKeys"), ("STORELEDGER_METRICS_ACCESS", "metricsAccess")]:
+for name, setting in [("STORELEDGER_ADMIN_KEYS", "adminKeys"), ("STORELEDGER_API_KEYS", "apiKeys"), ("STORELEDGER_METRICS_ACCESS", "metricsAccess"),
+                      ("STORELEDGER_INGEST_SERVER_API", "ingestServerAPI")]:
     text = text.replace(name, "\\#(Setting." + setting + ")")
 swift = '''import Configuration
 import Foundation

@@ -19,7 +19,9 @@ enum AdminRefresh {
             defer { database?.close() }
             let report = TransactionRefresh(client: session.client, producer: producer, database: database)
                 .refresh(transactionId: transactionId, environment: nil)
-            return (report.error == nil ? 200 : report.errorStatus ?? 502, encoded("refresh", report))
+            guard let error = report.error else { return (200, encoded("refresh", report)) }
+            // A refusal says why at the top, as every refusal of ingest does; the report beside it.
+            return (report.errorStatus ?? 502, encodedObject(RefreshFailure(error: error, refresh: report)))
         }
         guard let databaseURL else { return ServerAPIAdminRoutes(refresh: refresh) }
         let consumption: ServerAPIAdminRoutes.Answer = { userId in consumptionAnswers(userId, databaseURL) }
@@ -34,6 +36,17 @@ enum AdminRefresh {
         } catch {
             return (503, encoded("error", "consumption answers could not be read"))
         }
+    }
+
+    struct RefreshFailure: Encodable {
+        let error: String
+        let refresh: RefreshReport
+    }
+
+    static func encodedObject<Value: Encodable>(_ value: Value) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(value)) ?? Data()
     }
 
     static func encoded<Value: Encodable>(_ key: String, _ value: Value) -> Data {

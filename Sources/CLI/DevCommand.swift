@@ -36,6 +36,8 @@ struct DevCommand: CLICommand {
         if let issuer = arguments.value("issuer-id") { options.environment[Setting.signingIssuerId.name] = issuer }
         let demo = arguments.has("demo") ? try prepareDemo() : nil
         if let demo { options.environment.merge(demo.environment) { $1 } }
+        // The demo's PKI (the simulator's private keys) goes with dev, after every process it started.
+        defer { if let demo { try? FileManager.default.removeItem(atPath: demo.simulator.directory) } }
         for (name, port) in [("port", options.ingestPort), ("broker-port", options.brokerPort)] where !(0...65535).contains(port) {
             throw UsageError("--\(name) must be 0...65535")
         }

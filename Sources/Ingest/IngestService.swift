@@ -101,8 +101,18 @@ public final class IngestService: Sendable {
         self.reads = config.databaseURL.map { MembershipReads(pool: PGPool(url: $0, size: max(2, config.threads))) }
         self.offers = try OfferEndpoints(settings: config.offers, kafka: config.kafka, pool: reads?.pool, bounded: bounded)
         let authenticator = security.auth.authenticator
+        let limiter = self.limiter
         self.support = SupportRoutes(pool: reads?.pool, kafka: config.kafka, bounded: bounded) { request in
-            SupportAdmission.decide(request.headers["Authorization"], authenticator)
+            switch SupportAdmission.admit(request.headers["Authorization"], authenticator) {
+            case .failure(let refusal):
+                return refusal.response
+            case .success(let principal):
+                // The admin key's rate limit holds on the pages as on the admin API.
+                guard let wait = limiter.take(principal.rateKey, security.limit(for: principal)) else { return nil }
+                var response = HTTPResponse.error(status: 429, reason: "rate limit of this credential exceeded; retry after \(wait) s")
+                response.headers.set(name: "Retry-After", value: String(wait))
+                return response
+            }
         }
         let routes = Routes()
         // Every connection is a descriptor; the rest (Kafka, PostgreSQL, files) keeps 512 of them.
@@ -142,7 +152,12 @@ public final class IngestService: Sendable {
 
     func handle(_ request: HTTPRequest, _ responder: HTTPResponder) {
         // The support pages admit with the admin key, also as an HTTP Basic password (SupportAdmission).
-        if request.path.split(separator: "/").first == "support" { return support.handle(request, responder) }
+        if request.path.split(separator: "/").first == "support" {
+            responder.onRespond { status in
+                Metrics.shared.increment("storeledger_ingest_requests_total", ["route": "support", "status": String(status)])
+            }
+            return support.handle(request, responder)
+        }
         let route = IngestRoute.parse(method: request.method, path: request.path)
         let outcome = security.auth.authenticator.authenticate(authorization: request.headers["Authorization"])
         if case .deny(let status, let reason) = AccessPolicy.decide(route, outcome, metricsNeedAdmin: security.metricsNeedAdmin) {
@@ -203,7 +218,10 @@ public final class IngestService: Sendable {
             guard let limit = EdgeChecks.ledgerLimit(request.queryValue("limit")) else {
                 return answer(route, responder, .error(status: 400, reason: "limit must be an integer in 1...\(EdgeChecks.maxLedgerLimit)"))
             }
-            read(route, responder) { try $0.userLedger(user, limit: limit, readableBy: principal) }
+            guard let before = EdgeChecks.entryId(request.queryValue("before")) else {
+                return answer(route, responder, .error(status: 400, reason: "before must be a ledger entry id (1...\(Int64.max))"))
+            }
+            read(route, responder) { try $0.userLedger(user, limit: limit, before: before, readableBy: principal) }
         case .adminUser(let user):
             read(route, responder) { try $0.supportView(user) }
         case .adminWebhooks:
@@ -566,6 +584,13 @@ enum EdgeChecks {
     static let subscriptionLedgerLimit = 1_000
 
     /// `?limit=` of the ledger: absent means `absent` (200 for a user's ledger); otherwise an integer in 1...maxLedgerLimit.
+    /// An optional ledger entry id (`before=`): `.some(nil)` when absent, nil when it is no id.
+    static func entryId(_ text: String?) -> Int64?? {
+        guard let text else { return .some(nil) }
+        guard text.utf8.count <= 19, text.utf8.allSatisfy({ (48...57).contains($0) }), let id = Int64(text), id > 0 else { return nil }
+        return .some(id)
+    }
+
     static func ledgerLimit(_ text: String?, absent: Int = 200) -> Int? {
         guard let text else { return absent }
         guard text.utf8.count <= 6, let value = Int(text), (1...maxLedgerLimit).contains(value) else { return nil }

@@ -111,10 +111,12 @@ struct MembershipReads: Sendable {
 
     /// The user's ledger, newest first: entries written while the user owned a subscription, plus
     /// those of their subscriptions from before any user was linked (kept, then applied on link).
-    func userLedger(_ requested: String, limit: Int, readableBy principal: Principal? = nil) throws -> HTTPResponse {
+    /// `before`: the entry id the previous page ended at (its oldest line): a user's whole evidence
+    /// is readable a page at a time, however long it grows.
+    func userLedger(_ requested: String, limit: Int, before: Int64? = nil, readableBy principal: Principal? = nil) throws -> HTTPResponse {
         let user = UserId.normalized(requested)
         return try pool.withConnection { db in
-            var lines = try MembershipQueries(db).ledger(ofUser: user, order: .newestFirst, limit: min(limit, 10_000))
+            var lines = try MembershipQueries(db).ledger(ofUser: user, order: .newestFirst, limit: min(limit, 10_000), before: before)
             if case .user? = principal { lines = lines.map { $0.hidingOtherAccounts(from: user) } }
             struct View: Encodable { var userId: String; var entries: [LedgerLine] }
             return .json(View(userId: user, entries: lines))

@@ -89,6 +89,10 @@ final class UserMappingTests: XCTestCase {
         XCTAssertFalse(forU1.contains("u2"), forU1)
         XCTAssertTrue(forU1.contains("another account claimed this subscription of user u1: refused"), forU1)
         XCTAssertEqual(OwnershipReason.hidingOtherAccounts("DID_RENEW: renewal granted", keeping: "u1"), "DID_RENEW: renewal granted")
+        // A token claim's cause names the token, which is the other account's id.
+        let token = "V2 notification carries appAccountToken bob; moved from user alice to user bob: its claim"
+        XCTAssertEqual(OwnershipReason.hidingOtherAccounts(token, keeping: "alice"),
+                       "V2 notification carries another account's appAccountToken; moved from user alice to another account: its claim")
     }
 
     func testTransferPolicyKeepFirstRefusesAndRecordsTheClaim() {
@@ -119,6 +123,15 @@ final class UserMappingTests: XCTestCase {
         XCTAssertEqual(inOrder.state("s").userId, user)
         XCTAssertEqual(late.state("s").userId, user, "the earliest claim owns it in either order")
         XCTAssertEqual(late.user(user).first?.intervals, inOrder.user(user).first?.intervals)
+
+        // An owner linked before claims were kept keeps it against any later claim.
+        var legacy = Transcript(catalog: TestCatalog.with(AccountPolicy(transfer: .keepFirst)))
+        legacy.feed(purchase)
+        var unclaimed = legacy.state("s")
+        unclaimed.claims = [:]
+        legacy.book = MembershipBook([unclaimed])
+        XCTAssertEqual(legacy.feed(upload).entries.kinds, [.record])
+        XCTAssertEqual(legacy.state("s").userId, user)
     }
 
     func testTokenPolicyIgnoreNeverLinksThroughTheToken() {

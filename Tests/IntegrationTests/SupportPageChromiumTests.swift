@@ -132,6 +132,18 @@ final class SupportPageChromiumTests: XCTestCase {
         XCTAssertEqual(pasted.status, 200, pasted.text)
         XCTAssertTrue(pasted.text.contains("Membership of user <code>\(user)</code>"), "the one match's page (after the 303)")
 
+        // The user's ledger a page at a time: `before` the oldest line of the last page reads on.
+        func page(_ query: String) throws -> [Int] {
+            let response = try HTTP.get("\(world.cluster.ingestURL)/v1/users/\(user)/ledger?\(query)")
+            return ((response.json?["entries"] as? [[String: Any]]) ?? []).compactMap { $0["entryId"] as? Int }
+        }
+        let all = try page("limit=100")
+        XCTAssertGreaterThan(all.count, 2)
+        let first = try page("limit=2")
+        XCTAssertEqual(first, Array(all.prefix(2)))
+        XCTAssertEqual(try page("limit=2&before=\(first.last!)"), Array(all.dropFirst(2).prefix(2)))
+        XCTAssertEqual(try HTTP.get("\(world.cluster.ingestURL)/v1/users/\(user)/ledger?before=-1").status, 400)
+
         // `storeledger user show` prints the same timeline from the same model.
         let text = try Self.userShow(user, databaseURL: world.cluster.databaseURL)
         XCTAssertTrue(text.contains("✂ cut at \(iso(switchAt)) (crossgrade): removed [\(iso(switchAt)), \(iso(t0 + month))); "

@@ -12,33 +12,47 @@ enum SupportAdmission {
     static let maxHeaderBytes = 8 * 1024
 
     static func decide(_ authorization: String?, _ authenticator: Authenticator, now: Date = Date()) -> HTTPResponse? {
-        guard let authorization else { return challenge("the support pages need the admin key (HTTP Basic password or Bearer)") }
-        guard authorization.utf8.count <= maxHeaderBytes else { return challenge("Authorization header too long") }
+        switch admit(authorization, authenticator, now: now) {
+        case .success: nil
+        case .failure(let refusal): refusal.response
+        }
+    }
+
+    /// A refusal, sent as is.
+    struct Refusal: Error {
+        let response: HTTPResponse
+    }
+
+    /// The admin principal the request acts as, or why not.
+    static func admit(_ authorization: String?, _ authenticator: Authenticator, now: Date = Date()) -> Result<Principal, Refusal> {
+        guard let authorization else { return .failure(challenge("the support pages need the admin key (HTTP Basic password or Bearer)")) }
+        guard authorization.utf8.count <= maxHeaderBytes else { return .failure(challenge("Authorization header too long")) }
         let bearer: String
         if authorization.lowercased().hasPrefix("basic ") {
             guard let decoded = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
                   let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
-                return challenge("Basic credentials must be base64 of user:password")
+                return .failure(challenge("Basic credentials must be base64 of user:password"))
             }
             bearer = "Bearer " + text[text.index(after: colon)...]
         } else {
             bearer = authorization
         }
         switch authenticator.authenticate(authorization: bearer, now: now) {
-        case .authenticated(.admin(_)):
-            return nil
-        case .authenticated:
-            return .error(status: 403, reason: "the support pages need an admin key")
+        case .authenticated(let principal):
+            guard case .admin = principal else {
+                return .failure(Refusal(response: .error(status: 403, reason: "the support pages need an admin key")))
+            }
+            return .success(principal)
         case .anonymous:
-            return challenge("the support pages need the admin key")
+            return .failure(challenge("the support pages need the admin key"))
         case .refused(let failure):
-            return challenge(failure.reason)
+            return .failure(challenge(failure.reason))
         }
     }
 
-    private static func challenge(_ reason: String) -> HTTPResponse {
+    private static func challenge(_ reason: String) -> Refusal {
         var response = HTTPResponse.error(status: 401, reason: reason)
         response.headers.set(name: "WWW-Authenticate", value: "Basic realm=\"\(realm)\", charset=\"UTF-8\"")
-        return response
+        return Refusal(response: response)
     }
 }

@@ -17,7 +17,7 @@ import Runtime
 struct SupportRoutes: Sendable {
     let reads: SupportReads?
     let kafka: KafkaConfig
-    /// nil admits the request; a response refuses it (401/403) and is sent as is.
+    /// nil admits the request; a response refuses it (401/403, 429 over the admin key's rate) and is sent as is.
     let admit: @Sendable (HTTPRequest) -> HTTPResponse?
     /// The read API's bounds (timeout, reads waiting at once), shared with it: a hung PostgreSQL
     /// must not hold support clients or pile up threads either.

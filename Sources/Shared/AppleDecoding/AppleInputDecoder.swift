@@ -28,31 +28,15 @@ public struct AppleInputDecoder: Sendable {
     public var v2: NotificationV2Decoder?
     /// nil when neither receipt roots nor verifyReceipt are configured.
     public var receipts: ReceiptUploadDecoder?
-    /// The environments whose data is accepted (V2's verifier checks its own); nil accepts any.
-    public var environments: Set<AppStoreEnvironment>?
 
     public init(v1: NotificationV1Decoder = NotificationV1Decoder(), v2: NotificationV2Decoder? = nil,
-                receipts: ReceiptUploadDecoder? = nil, environments: Set<AppStoreEnvironment>? = nil) {
+                receipts: ReceiptUploadDecoder? = nil) {
         self.v1 = v1
         self.v2 = v2
         self.receipts = receipts
-        self.environments = environments
     }
 
     public func decode(_ input: RawInput) -> Result<[AppleEvent], DecodeFailure> {
-        decodeAnyEnvironment(input).flatMap { events in
-            // V1 bodies and app receipts state their environment without a signature chain that
-            // checks it: refused here, as the V2 verifier refuses signed data from another one.
-            guard let environments,
-                  let foreign = events.first(where: { AppStoreEnvironment(lenient: $0.environment).map { !environments.contains($0) } ?? true })
-            else { return .success(events) }
-            let accepted = AppStoreEnvironment.allCases.filter(environments.contains).map(\.rawValue).joined(separator: ", ")
-            return .failure(.permanent(PermanentFailure(VerificationStatus.invalidEnvironment.rawValue,
-                "environment \(foreign.environment) is not accepted (\(accepted))")))
-        }
-    }
-
-    private func decodeAnyEnvironment(_ input: RawInput) -> Result<[AppleEvent], DecodeFailure> {
         // Before any parser recurses into it (docs/limits.md). A NUL byte means UTF-16 or UTF-32,
         // whose nesting the byte-level depth check cannot see (ingest refuses such bodies too).
         if input.body.contains(0) { return .failure(.permanent(PermanentFailure("not_utf8", "the body is not JSON in UTF-8"))) }

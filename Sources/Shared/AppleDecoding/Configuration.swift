@@ -119,8 +119,7 @@ public struct AppleDecodingConfiguration: Sendable {
             receipts = ReceiptUploadDecoder(validation: receiptValidation, verifier: verifier, verifyReceipt: client,
                                             bundleIds: bundleId.map { [$0] } ?? [])
         }
-        return AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: v1SharedSecrets), v2: v2, receipts: receipts,
-                                 environments: Set(environments))
+        return AppleInputDecoder(v1: NotificationV1Decoder(sharedSecrets: v1SharedSecrets), v2: v2, receipts: receipts)
     }
 
     /// DER (`.cer`, `.der`) or PEM (`.pem`, possibly with `openssl x509 -text` output before it).

@@ -182,7 +182,7 @@ public struct FuzzConfiguration: Sendable, Equatable {
     public init() {}
 
     public init(_ reader: inout ConfigurationReader) {
-        fixtures = reader.text(.fuzzFixtures) ?? fixtures
+        fixtures = reader.text(.fuzzFixtures) ?? reader.text(.fixtures) ?? fixtures
         jwsRoot = reader.text(.fuzzJWSRoot) ?? jwsRoot
         receiptRoot = reader.text(.fuzzReceiptRoot) ?? receiptRoot
         writeSeeds = reader.raw(.fuzzWriteSeeds)

@@ -10,6 +10,8 @@ public final class HTTPResponder: Sendable {
     let connection: ConnectionHandle
     let state = Mutex(ExchangeState())
     let receivedAt: Date
+    /// Told the status of the answer given, once (metrics of routes that answer from many places).
+    private let observer = Mutex<(@Sendable (Int) -> Void)?>(nil)
 
     init(connection: ConnectionHandle, receivedAt: Date) {
         self.connection = connection
@@ -20,6 +22,17 @@ public final class HTTPResponder: Sendable {
     /// answered or is gone (client disconnected, server stopped).
     @discardableResult
     public func respond(_ response: HTTPResponse) -> Bool {
+        let accepted = hand(response)
+        if accepted, let observe = observer.withLock({ $0 }) { observe(response.status) }
+        return accepted
+    }
+
+    /// `hook` is called with the status of the answer once it is given.
+    public func onRespond(_ hook: @escaping @Sendable (Int) -> Void) {
+        observer.withLock { $0 = hook }
+    }
+
+    private func hand(_ response: HTTPResponse) -> Bool {
         state.withLock { state in
             switch state.phase {
             case .handling(nil):

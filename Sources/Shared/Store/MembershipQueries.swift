@@ -43,13 +43,15 @@ public struct MembershipQueries {
 
     /// The user's ledger: entries written while the user owned a subscription, plus those of their
     /// subscriptions from before any user was linked (kept, then applied on link).
-    public func ledger(ofUser user: String, order: Order, limit: Int) throws -> [LedgerLine] {
+    /// `before`: only entries older than this one (the next page of a newest-first read).
+    public func ledger(ofUser user: String, order: Order, limit: Int, before: Int64? = nil) throws -> [LedgerLine] {
         let direction: SQL = order == .newestFirst ? "DESC" : "ASC"
+        let bound = before ?? Int64.max
         return try LedgerLine.decode(try db.query("""
-            SELECT * FROM ledger WHERE user_id = \(user)
+            SELECT * FROM ledger WHERE user_id = \(user) AND entry_id < \(bound)
             UNION ALL
             SELECT l.* FROM ledger l JOIN subscriptions s ON s.subscription_key = l.subscription_key
-            WHERE s.user_id = \(user) AND l.user_id IS NULL
+            WHERE s.user_id = \(user) AND l.user_id IS NULL AND l.entry_id < \(bound)
             ORDER BY entry_id \(fragment: direction) LIMIT \(max(1, limit))
             """))
     }

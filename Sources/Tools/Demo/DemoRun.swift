@@ -14,7 +14,7 @@ public struct DemoSetup: Sendable {
     public let environment: [String: String]
 }
 
-/// Writes the simulator's files into a fresh directory (removed by the OS's temp cleanup).
+/// Writes the simulator's files into a fresh directory (dev removes it when it stops).
 public func prepareDemo() throws -> DemoSetup {
     let directory = NSTemporaryDirectory() + "storeledger-demo-\(getpid())"
     let setup = try SimulatorSetup.prepare(directory: directory)

@@ -54,8 +54,10 @@ struct Classification {
         let transfer = catalog.accounts.transfer
         if let raw = event.appUserId, !raw.isEmpty {
             let user = UserId.normalized(raw)
-            // The upload is the claim (R17): when it was made, or when the receipt was, if later.
-            let claimed = max(event.receivedAtMs, event.appleStatedAtMs)
+            // The upload is the claim (R17): when it was made, or when the receipt was, if later. A
+            // verifyReceipt answer is dated when Apple was asked, which may be much later (a retry, a
+            // replay): not when the account claimed.
+            let claimed = event.source == .verifyReceipt ? event.receivedAtMs : max(event.receivedAtMs, event.appleStatedAtMs)
             add("link", .linkUser(UserLink(userId: user, via: UserLink.receiptUpload, transfer: transfer, claimedAtMs: claimed)),
                 "receipt uploaded by app user \(user)", cause())
             return

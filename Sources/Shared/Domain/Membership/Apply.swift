@@ -315,9 +315,14 @@ extension MembershipBook {
         let exactKey = "\(UserLink.appAccountToken)|\(link.userId)"
         if link.via == UserLink.renewedAppAccountToken, subscriptions[key]!.claims[exactKey] != nil { return [] }
         if link.via == UserLink.appAccountToken { subscriptions[key]!.claims["\(UserLink.renewedAppAccountToken)|\(link.userId)"] = nil }
+        let current = subscriptions[key]!.userId
+        // An owner linked before claims were kept (or through an untimed link) holds it from the
+        // start under keep-first: the first account keeps it.
+        if keepFirst, let current, !subscriptions[key]!.claimants.contains(current) {
+            subscriptions[key]!.claims["\(UserLink.ownerBeforeClaims)|\(current)"] = Int64.min
+        }
         let previous = subscriptions[key]!.claims[claimKey]
         subscriptions[key]!.claims[claimKey] = link.isUpload && !keepFirst ? max(previous ?? at, at) : min(previous ?? at, at)
-        let current = subscriptions[key]!.userId
         guard let owner = keepFirst ? earliestClaimant(subscriptions[key]!.claims) : latestClaimant(subscriptions[key]!.claims) else { return [] }
         if owner.user == current {
             guard keepFirst, let current, link.userId != current else { return [] }
@@ -411,14 +416,19 @@ private func claimParts(_ key: String) -> (via: String, user: String)? {
     return (String(key[..<bar]), String(key[key.index(after: bar)...]))
 }
 
-/// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
-/// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
 /// The keep-first policy's owner: the earliest claim (an upload before a token at the same instant).
+/// A token seen on renewals only is dated as of the original purchase for want of better, which would
+/// make it the earliest here: it counts only when no other claim is known.
 func earliestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
-    claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in claimParts(key).map { ($0.user, $0.via, at) } }
-        .min { a, b in (a.at, a.via == UserLink.receiptUpload ? 0 : 1, a.user) < (b.at, b.via == UserLink.receiptUpload ? 0 : 1, b.user) }
+    func rank(_ claim: (user: String, via: String, at: Int64)) -> (Int, Int64, Int, String) {
+        (claim.via == UserLink.renewedAppAccountToken ? 1 : 0, claim.at, claim.via == UserLink.receiptUpload ? 0 : 1, claim.user)
+    }
+    return claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in claimParts(key).map { ($0.user, $0.via, at) } }
+        .min { rank($0) < rank($1) }
 }
 
+/// The owner the claims give (R17): the latest claim; at the same instant a receipt upload beats a
+/// token (a restore follows the purchase it restores), then the greater user id, so it is a total order.
 func latestClaimant(_ claims: [String: Int64]) -> (user: String, via: String, at: Int64)? {
     let parsed = claims.compactMap { key, at -> (user: String, via: String, at: Int64)? in
         claimParts(key).map { ($0.user, $0.via, at) }

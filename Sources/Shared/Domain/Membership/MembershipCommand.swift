@@ -232,6 +232,8 @@ public struct UserLink: Codable, Sendable, Equatable {
     public static let receiptUpload = "receipt-upload"
     public static let appAccountToken = "app-account-token"
     public static let renewedAppAccountToken = "app-account-token-renewal"
+    /// The owner a subscription had before its claims were kept (keep-first counts it first).
+    public static let ownerBeforeClaims = "owner-before-claims"
 
     public init(userId: String, via: String, transfer: AccountPolicy.TransferPolicy = .move, claimedAtMs: Int64? = nil) {
         self.userId = userId

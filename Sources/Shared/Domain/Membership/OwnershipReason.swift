@@ -26,12 +26,14 @@ public enum OwnershipReason {
             let middleText = String(template.middle.dropLast("user ".count))
             text.replaceSubrange(lead.lowerBound..<secondEnd, with: leadText + firstName + middleText + secondName)
         }
-        // The command's own cause names the uploader (Classify): "receipt uploaded by app user B".
-        let upload = "receipt uploaded by app user "
-        if let lead = text.range(of: upload) {
-            let end = text.range(of: "; ", range: lead.upperBound..<text.endIndex)?.lowerBound ?? text.endIndex
-            if !UserId.same(String(text[lead.upperBound..<end]), user) {
-                text.replaceSubrange(lead.lowerBound..<end, with: "receipt uploaded by another account")
+        // The command's own cause names the claimant (Classify): "receipt uploaded by app user B",
+        // "… carries appAccountToken B" (the token is the account's id).
+        for (lead, hidden) in [("receipt uploaded by app user ", "receipt uploaded by another account"),
+                               ("carries appAccountToken ", "carries another account's appAccountToken")] {
+            guard let start = text.range(of: lead) else { continue }
+            let end = text.range(of: "; ", range: start.upperBound..<text.endIndex)?.lowerBound ?? text.endIndex
+            if !UserId.same(String(text[start.upperBound..<end]), user) {
+                text.replaceSubrange(start.lowerBound..<end, with: hidden)
             }
         }
         return text

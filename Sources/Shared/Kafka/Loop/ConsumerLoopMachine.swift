@@ -352,7 +352,10 @@ public struct ConsumerLoopMachine: Sendable {
 
     private mutating func beginOutage(_ reason: String, _ nowMs: Int64, atLeastMs asked: Int64 = 0) {
         let attempts = (outage?.attempts ?? 0) + 1
-        let wait = max(jitter(backoff(attempt: attempts)), min(max(asked, 0), Self.maxThrottleWait.milliseconds))
+        // What was asked, made longer by the jitter's share (not shorter): members told alike by
+        // Apple do not all ask again at the same instant.
+        let askedWait = min(max(asked, 0), Self.maxThrottleWait.milliseconds)
+        let wait = max(jitter(backoff(attempt: attempts)), askedWait + (askedWait - jitter(askedWait)))
         outage = Outage(attempts: attempts, reason: reason, retryAtMs: nowMs + wait)
         outageRetries += 1
     }

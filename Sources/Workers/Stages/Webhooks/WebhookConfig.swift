@@ -1,8 +1,8 @@
 import Domain
-import Store
 import Foundation
+import Store
 
-/// Webhook endpoints, from the JSON file named by `Setting.webhooks` (docs/webhooks.md):
+/// Webhook endpoints, from the JSON file named by `Setting.webhooks` (docs/events.md, "Webhooks"):
 ///
 ///     {"endpoints": [{"id": "crm", "url": "https://crm.example/hooks/storeledger",
 ///                     "secretEnv": "CRM_WEBHOOK_SECRET", "timeoutMs": 5000}],
