@@ -101,7 +101,9 @@ public final class OutboxRelay: Service, @unchecked Sendable {
                 logger.warning("relay_publish_failed", ["error": .string(error.description)])
                 ready.store(false, ordering: .releasing)
                 producer.close()
-                _ = stop.wait(timeout: .seconds(1))
+                // As at takeover: a produce request the broker stalled on may still land after its
+                // message timed out here; the tail is read only once it cannot.
+                _ = stop.wait(timeout: max(config.settle, config.kafka.deliveryTimeout + .seconds(1)))
                 producer = try KafkaProducer(config: config.kafka)
                 try recover(db)
                 ready.store(true, ordering: .releasing)
