@@ -165,7 +165,13 @@ struct SimulateCommand: CLICommand {
         let show = try arguments.int("show", default: 20)
         for user in users.prefix(show) { print(simulation.explain(user, mismatches: report.mismatches, driver: sent)) }
         if users.count > show { print("... and \(users.count - show) more (--show N prints more)") }
-        return users.isEmpty ? 0 : 1
+        // Ingest refusing what Apple or the app sent (a 4xx other than the deliberately malformed
+        // inputs' 400) fails the check even where another path carried the same facts through.
+        let refused = report.driver.unexpectedStatus.filter { (400..<500).contains($0.key) }
+        if !refused.isEmpty {
+            print("refused          \(refused.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: ", ")) valid deliveries")
+        }
+        return users.isEmpty && refused.isEmpty ? 0 : 1
     }
 }
 
