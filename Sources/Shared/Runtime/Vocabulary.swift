@@ -92,7 +92,7 @@ public enum Vocabulary {
         .init(name: "storeledger_signer_nonces_remembered", type: .gauge, labels: [], processes: "signer",
               help: "Nonces in the 24-hour memory."),
         .init(name: "storeledger_signer_nonce_registry_bytes", type: .gauge, labels: [], processes: "signer",
-              help: "Memory of the nonce registry (fixed at start)."),
+              help: "Memory of the nonce registry (bounded: grows by a filter as a time slice fills, up to a cap)."),
         .init(name: "storeledger_signer_nonce_redraws_total", type: .counter, labels: [], processes: "signer",
               help: "Nonces drawn again because the memory may have seen them (expected near 0)."),
     ]
