@@ -13,8 +13,8 @@ import Stages
 struct ReplayCommand: CLICommand {
     let name = "replay"
     let summary = "Replay a stage over a range of its input after a fix (stopped groups only): recompute through membership, write the difference as compensating ledger entries; --dry-run prints the difference without writing."
-    let usage = "--stage decode|dedupe|classify|membership --from TIME|OFFSET [--to TIME|OFFSET] [--users U,...] [--dry-run] [--reverify-receipts] [--bootstrap B] [--database-url URL] [--catalog FILE]   (TIME = 2026-12-01T10:00:00Z or @ms; OFFSET = N, earliest, or 0:N,1:M per partition)"
-    let optionNames: Set<String> = ["stage", "from", "to", "users", "bootstrap", "database-url", "catalog"]
+    let usage = "--stage decode|dedupe|classify|membership --from TIME|OFFSET [--to TIME|OFFSET] [--users U,...] [--dry-run] [--reverify-receipts] [--group-suffix S] [--bootstrap B] [--database-url URL] [--catalog FILE]   (TIME = 2026-12-01T10:00:00Z or @ms; OFFSET = N, earliest, or 0:N,1:M per partition)"
+    let optionNames: Set<String> = ["stage", "from", "to", "users", "group-suffix", "bootstrap", "database-url", "catalog"]
     let flagNames: Set<String> = ["dry-run", "reverify-receipts"]
 
     func check(_ arguments: Arguments) throws {
@@ -43,7 +43,12 @@ struct ReplayCommand: CLICommand {
                         : UserId.normalized(name)
                 })
             }
-            return ReplayRequest(stage: stage, from: from, to: to, users: users, dryRun: arguments.has("dry-run"))
+            // Workers started with `--group storeledger-<stage><suffix>`: the replay holds those groups.
+            let suffix = arguments.value("group-suffix") ?? ""
+            guard suffix.utf8.count <= 64, suffix.utf8.allSatisfy({ $0 < 128 && (isalnum(Int32($0)) != 0 || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")) }) else {
+                throw ReplayUsageError("--group-suffix takes up to 64 letters, digits, '-', '_' or '.'")
+            }
+            return ReplayRequest(stage: stage, from: from, to: to, users: users, dryRun: arguments.has("dry-run"), groupSuffix: suffix)
         } catch {
             throw UsageError(String(describing: error))
         }

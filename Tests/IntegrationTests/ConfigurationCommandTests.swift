@@ -39,6 +39,14 @@ final class ConfigurationCommandTests: XCTestCase {
         XCTAssertEqual(try run(["worker", "dedupe", "--check-arguments"], [:]).0, 0)
     }
 
+    /// A replay holds the groups the workers run under (`--group-suffix` after a rebuild under new
+    /// group ids); a suffix that could not be part of a group id is a usage error before anything runs.
+    func testReplayRefusesAGroupSuffixThatIsNoGroupIdPart() throws {
+        let (status, output) = try run(["replay", "--stage", "membership", "--from", "earliest", "--group-suffix", "re build!"], [:])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("--group-suffix"), output)
+    }
+
     func testConfigListsARolesSettings() throws {
         let (status, output) = try run(["config", "signer"], [:])
         XCTAssertEqual(status, 0, output)

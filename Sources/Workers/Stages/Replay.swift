@@ -16,15 +16,19 @@ public struct ReplayRequest: Sendable {
     public var users: Set<String>?
     public var dryRun: Bool
     public var codeVersion: String
+    /// Appended to each stage's group id (`storeledger-<stage>`): the workers were started with
+    /// `--group storeledger-<stage><suffix>` (a rebuild under new group ids).
+    public var groupSuffix: String
 
     public init(stage: ReplayStage, from: ReplayBound, to: ReplayBound? = nil, users: Set<String>? = nil, dryRun: Bool = false,
-                codeVersion: String = CodeVersion.current) {
+                codeVersion: String = CodeVersion.current, groupSuffix: String = "") {
         self.stage = stage
         self.from = from
         self.to = to
         self.users = users
         self.dryRun = dryRun
         self.codeVersion = codeVersion
+        self.groupSuffix = groupSuffix
     }
 }
 
@@ -98,7 +102,7 @@ public struct ReplayEngine {
         for stage in request.stage.recomputedStages {
             var count = 0
             for topic in stage.inputTopics { count += Int(try reader.partitionCount(topic: topic)) }
-            groups.append((stage.groupId, stage.inputTopics, count))
+            groups.append((stage.groupId + request.groupSuffix, stage.inputTopics, count))
         }
         let joined = try ConsumerGroupHold.join(config: kafka, groups: groups, timeout: joinTimeout)
         let holds = joined.map(\.hold)
