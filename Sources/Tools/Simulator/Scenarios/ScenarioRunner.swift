@@ -167,6 +167,8 @@ public final class ScenarioAPI {
 public struct ScenarioRunner: Sendable {
     public let context: ScenarioContext
     private static let blocks = Atomic<Int>(8_000_000)
+    /// How long a scenario's checks must keep holding before it passes.
+    static let holdSeconds = 1.5
 
     public init(context: ScenarioContext) { self.context = context }
 
@@ -218,11 +220,14 @@ public struct ScenarioRunner: Sendable {
                     if let failure = try body(api) { result.failures.append("\(what): \(failure)") }
                 }
             }
-            // Settle: the oracle and the checks, until they hold.
+            // Settle: the oracle and the checks, until they hold, and still hold a moment later. A 200
+            // from ingest only means the broker has a delivery: the copies a scenario is about (S1's
+            // restore, S2's duplicates) may still be on their way when the first copy already matches.
             let expectations = builder.users.compactMap { user in builder.state.users[user].map { Oracle.expectation(for: $0, in: builder.state) } }
             let checker = MembershipChecker(ingestURL: context.ingestURL, connections: 1)
             let deadline = Date().addingTimeInterval(context.timeout)
             var checkFailures: [String] = []
+            var heldSince: Date?
             repeat {
                 result.mismatches = checker.check(expectations)
                 checkFailures = []
@@ -234,7 +239,12 @@ public struct ScenarioRunner: Sendable {
                         if let failure = try check(api) { checkFailures.append("\(what): \(failure)") }
                     }
                 }
-                if result.mismatches.isEmpty, checkFailures.isEmpty { break }
+                if result.mismatches.isEmpty, checkFailures.isEmpty {
+                    if let heldSince, Date().timeIntervalSince(heldSince) >= Self.holdSeconds { break }
+                    heldSince = heldSince ?? Date()
+                } else {
+                    heldSince = nil
+                }
                 Thread.sleep(forTimeInterval: 0.25)
             } while Date() < deadline
             result.failures += checkFailures
