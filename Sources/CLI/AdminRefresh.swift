@@ -50,8 +50,6 @@ enum AdminRefresh {
     }
 
     static func encoded<Value: Encodable>(_ key: String, _ value: Value) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode([key: value])) ?? Data()
+        encodedObject([key: value])
     }
 }

@@ -51,13 +51,9 @@ public struct AdminReadRoutes: Sendable {
     func webhookList() throws -> HTTPResponse { .json(data: try webhooks()) }
 
     func webhookDeliveries(_ endpoint: String, _ request: HTTPRequest) throws -> HTTPResponse {
-        var entry: Int64?
-        if let text = request.queryValue("entry") {
-            let digits = text.hasPrefix("ledger-") ? String(text.dropFirst(7)) : text
-            guard digits.utf8.count <= 19, digits.utf8.allSatisfy({ (48...57).contains($0) }), let id = Int64(digits), id > 0 else {
-                return .error(status: 400, reason: "entry must be a ledger entry id (123 or ledger-123)")
-            }
-            entry = id
+        let text = request.queryValue("entry")
+        guard let entry = EdgeChecks.entryId(text.map { $0.hasPrefix("ledger-") ? String($0.dropFirst(7)) : $0 }) else {
+            return .error(status: 400, reason: "entry must be a ledger entry id (123 or ledger-123)")
         }
         var limit = Self.defaultDeliveries
         if let text = request.queryValue("limit") {

@@ -108,10 +108,7 @@ public final class IngestService: Sendable {
                 return refusal.response
             case .success(let principal):
                 // The admin key's rate limit holds on the pages as on the admin API.
-                guard let wait = limiter.take(principal.rateKey, security.limit(for: principal)) else { return nil }
-                var response = HTTPResponse.error(status: 429, reason: "rate limit of this credential exceeded; retry after \(wait) s")
-                response.headers.set(name: "Retry-After", value: String(wait))
-                return response
+                return limiter.take(principal.rateKey, security.limit(for: principal)).map(EdgeChecks.rateLimited(retryAfter:))
             }
         }
         let routes = Routes()
@@ -174,9 +171,7 @@ public final class IngestService: Sendable {
         if let principal, route != .appleNotification,
            let wait = limiter.take(principal.rateKey, security.limit(for: principal)) {
             count(route.metricName, 429)
-            var response = HTTPResponse.error(status: 429, reason: "rate limit of this credential exceeded; retry after \(wait) s")
-            response.headers.set(name: "Retry-After", value: String(wait))
-            responder.respond(response)
+            responder.respond(EdgeChecks.rateLimited(retryAfter: wait))
             return
         }
         // JSON is UTF-8, which never holds a NUL byte; Foundation's parser also reads UTF-16 and
@@ -583,14 +578,21 @@ enum EdgeChecks {
     /// A subscription's view carries its newest 1,000 ledger lines unless `?limit=` says otherwise.
     static let subscriptionLedgerLimit = 1_000
 
-    /// `?limit=` of the ledger: absent means `absent` (200 for a user's ledger); otherwise an integer in 1...maxLedgerLimit.
-    /// An optional ledger entry id (`before=`): `.some(nil)` when absent, nil when it is no id.
+    /// 429 over a credential's rate, with the whole seconds until a token is back.
+    static func rateLimited(retryAfter wait: Int) -> HTTPResponse {
+        var response = HTTPResponse.error(status: 429, reason: "rate limit of this credential exceeded; retry after \(wait) s")
+        response.headers.set(name: "Retry-After", value: String(wait))
+        return response
+    }
+
+    /// An optional ledger entry id (`before=`, `entry=`): `.some(nil)` when absent, nil when it is no id.
     static func entryId(_ text: String?) -> Int64?? {
         guard let text else { return .some(nil) }
         guard text.utf8.count <= 19, text.utf8.allSatisfy({ (48...57).contains($0) }), let id = Int64(text), id > 0 else { return nil }
         return .some(id)
     }
 
+    /// `?limit=` of the ledger: absent means `absent` (200 for a user's ledger); otherwise an integer in 1...maxLedgerLimit.
     static func ledgerLimit(_ text: String?, absent: Int = 200) -> Int? {
         guard let text else { return absent }
         guard text.utf8.count <= 6, let value = Int(text), (1...maxLedgerLimit).contains(value) else { return nil }

@@ -318,7 +318,7 @@ public struct ConsumerLoopMachine: Sendable {
                 return chooseNext(nowMs)
             }
             // Isolated: the other suspects are ordinary work again.
-            if suspects.contains(where: { $0.partition == record.partition && $0.offset == record.offset && $0.topic == record.topic }) {
+            if suspects.contains(where: { Self.isSameRecord($0, record) }) {
                 suspects = []
             }
             let previous = retries[record.partitionID]
@@ -370,7 +370,12 @@ public struct ConsumerLoopMachine: Sendable {
     /// Whether `records` are the first records of `list` (same partitions and offsets, same order).
     static func isPrefix(_ records: [KafkaRecord], of list: [KafkaRecord]) -> Bool {
         guard !records.isEmpty, records.count <= list.count else { return false }
-        return zip(records, list).allSatisfy { $0.offset == $1.offset && $0.partition == $1.partition && $0.topic == $1.topic }
+        return zip(records, list).allSatisfy(isSameRecord)
+    }
+
+    /// One record by its position (its bytes need not be compared).
+    static func isSameRecord(_ a: KafkaRecord, _ b: KafkaRecord) -> Bool {
+        a.offset == b.offset && a.partition == b.partition && a.topic == b.topic
     }
 
     /// Capped exponential backoff before retry number `attempt` (1-based).
