@@ -129,7 +129,7 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
 
     /// PostgreSQL's SQLSTATE decides the class: a value the server rejects is the record's fault; a
     /// server out of disk, memory or connections, failing I/O or read-only is an outage (wait, never
-    /// dead-letter); a conflict may pass on a retry.
+    /// dead-letter); a conflict (a unique key written meanwhile included) may pass on a retry.
     func testPostgreSQLFailuresAreClassedByTheirState() {
         func classOf(_ state: String) -> String {
             switch StageFailure.classify(PGError(kind: .server, sqlState: state, message: "m")) {
@@ -140,11 +140,13 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
             default: "other"
             }
         }
-        for state in ["22001", "22P02", "23505"] { XCTAssertEqual(classOf(state), "permanent", state) }
+        for state in ["22001", "22P02", "23502", "23514"] { XCTAssertEqual(classOf(state), "permanent", state) }
         for state in ["08006", "57P01", "57014", "53100", "53200", "53300", "58030", "25006"] {
             XCTAssertEqual(classOf(state), "infrastructure", state)
         }
         XCTAssertEqual(classOf("40001"), "retryable")
+        // A key another transaction wrote since the batch read: the retry reads it.
+        XCTAssertEqual(classOf("23505"), "retryable")
         XCTAssertEqual(classOf("42P01"), "critical")
     }
 

@@ -19,15 +19,21 @@ public struct DedupeStore {
     }
 
     /// A purchase to write back: its subscription and its merged facts (with aliases).
-    public struct PurchaseRow: BulkRow {
+    public struct PurchaseRow: StoredRow {
         public var subscriptionKey: String
         public var purchase: KnownPurchase
+        /// Whether its row exists (it was among the purchases the batch read): updated, else inserted.
+        public var isStored: Bool
+        /// Its transaction ids that `transaction_aliases` does not hold yet for the subscription.
+        public var newAliases: [String]
         /// `purchase` as JSON (`KnownPurchase.json`).
         var state: [UInt8]
 
-        public init(subscriptionKey: String, purchase: KnownPurchase) {
+        public init(subscriptionKey: String, purchase: KnownPurchase, isStored: Bool = false, newAliases: [String]? = nil) {
             self.subscriptionKey = subscriptionKey
             self.purchase = purchase
+            self.isStored = isStored
+            self.newAliases = newAliases ?? purchase.aliases
             state = purchase.json
         }
 
@@ -75,29 +81,26 @@ public struct DedupeStore {
         Set(try rows.map { SeenEvent(subscriptionKey: try $0.string("subscription_key"), eventKey: try $0.string("event_key")) })
     }
 
-    /// Upserts the purchases and adds their aliases (two statements).
+    /// Writes the purchases (`BulkRows.write`: inserts the new, updates the stored) and adds their new
+    /// aliases (a plain insert too: the stage knows which the table holds).
     public func save(_ purchases: [PurchaseRow]) throws {
         guard !purchases.isEmpty else { return }
-        let rows = BulkRows(purchases)
-        try db.executeDeferred("""
-            INSERT INTO purchases (\(fragment: BulkRows<PurchaseRow>.columnList))
-            SELECT \(fragment: BulkRows<PurchaseRow>.fields("t")) FROM \(fragment: rows.recordset("t"))
-            ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
-            """)
-        let aliases = purchases.flatMap { row in row.purchase.aliases.map { (row.subscriptionKey, $0, row.purchase.purchaseId) } }
+        try BulkRows.write(purchases, into: "purchases", key: ["subscription_key", "purchase_id"], on: db)
+        let aliases = purchases.flatMap { row in row.newAliases.map { (row.subscriptionKey, $0, row.purchase.purchaseId) } }
+        guard !aliases.isEmpty else { return }
         try db.executeDeferred("""
             INSERT INTO transaction_aliases (subscription_key, transaction_id, purchase_id)
             SELECT * FROM unnest(\(aliases.map(\.0))::text[], \(aliases.map(\.1))::text[], \(aliases.map(\.2))::text[])
-            ON CONFLICT DO NOTHING
             """)
     }
 
-    /// Records first sightings and counts Apple's retries of inputs already seen (one statement each).
+    /// Records first sightings (inputs the batch's lookup did not find, each once) and counts Apple's
+    /// retries of inputs already seen (one statement each; a plain insert, as in `save`).
     public func record(firstSeen: [SeenEvent], repeated: [SeenEvent: Int]) throws {
         if !firstSeen.isEmpty {
             try db.executeDeferred("""
                 INSERT INTO seen_events (subscription_key, event_key)
-                SELECT * FROM unnest(\(firstSeen.map(\.subscriptionKey))::text[], \(firstSeen.map(\.eventKey))::text[]) ON CONFLICT DO NOTHING
+                SELECT * FROM unnest(\(firstSeen.map(\.subscriptionKey))::text[], \(firstSeen.map(\.eventKey))::text[])
                 """)
         }
         guard !repeated.isEmpty else { return }

@@ -103,15 +103,18 @@ public struct OutboxRow: BulkRow {
 }
 
 /// A `subscriptions` row: the state as JSON plus the owner readers filter on.
-public struct SubscriptionRow: BulkRow {
+public struct SubscriptionRow: StoredRow {
     public var subscriptionKey: String
     public var userId: String?
     public var state: [UInt8]
+    /// Whether the row exists (its state was loaded for the batch): updated, else inserted.
+    public var isStored: Bool
 
-    public init(_ state: SubscriptionState, json: [UInt8]) {
+    public init(_ state: SubscriptionState, json: [UInt8], isStored: Bool = false) {
         subscriptionKey = state.subscriptionKey
         userId = state.userId
         self.state = json
+        self.isStored = isStored
     }
 
     static let columns: [BulkColumn<Self>] = [
@@ -122,20 +125,24 @@ public struct SubscriptionRow: BulkRow {
 }
 
 /// A `grants` row (R10 finance facts of one purchase, kept in step with the subscription's owner).
-public struct GrantRow: BulkRow {
+public struct GrantRow: StoredRow {
     public var subscriptionKey: String
     public var purchaseId: String
     public var userId: String?
     public var grant: PurchaseGrant
     /// What was granted of it (the cut-aware interval), if anything.
     public var granted: Interval?
+    /// Whether the row exists (the grant was in the state loaded for the batch): updated, else inserted.
+    public var isStored: Bool
 
-    public init(subscriptionKey: String, purchaseId: String, userId: String?, grant: PurchaseGrant, granted: Interval?) {
+    public init(subscriptionKey: String, purchaseId: String, userId: String?, grant: PurchaseGrant, granted: Interval?,
+                isStored: Bool = false) {
         self.subscriptionKey = subscriptionKey
         self.purchaseId = purchaseId
         self.userId = userId
         self.grant = grant
         self.granted = granted
+        self.isStored = isStored
     }
 
     static let columns: [BulkColumn<Self>] = [

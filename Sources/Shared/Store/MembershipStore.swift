@@ -68,27 +68,14 @@ public struct MembershipStore {
             """)
     }
 
-    /// Upserts the subscriptions' states.
+    /// Writes the subscriptions' states: inserts the new, updates the stored.
     public func saveStates(_ rows: [SubscriptionRow]) throws {
-        guard !rows.isEmpty else { return }
-        try db.executeDeferred("""
-            INSERT INTO subscriptions (\(fragment: BulkRows<SubscriptionRow>.columnList))
-            SELECT \(fragment: BulkRows<SubscriptionRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
-            ON CONFLICT (subscription_key) DO UPDATE
-                SET \(fragment: BulkRows<SubscriptionRow>.updateList(excluding: ["subscription_key"])), updated_at = now()
-            """)
+        try BulkRows.write(rows, into: "subscriptions", key: ["subscription_key"], on: db)
     }
 
-    /// Upserts the finance facts of these purchases.
+    /// Writes the finance facts of these purchases: inserts the new, updates the stored.
     public func saveGrants(_ rows: [GrantRow]) throws {
-        guard !rows.isEmpty else { return }
-        typealias Rows = BulkRows<GrantRow>
-        try db.executeDeferred("""
-            INSERT INTO grants (\(fragment: Rows.columnList))
-            SELECT \(fragment: Rows.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
-            ON CONFLICT (subscription_key, purchase_id) DO UPDATE SET
-                \(fragment: Rows.updateList(excluding: ["subscription_key", "purchase_id"])), updated_at = now()
-            """)
+        try BulkRows.write(rows, into: "grants", key: ["subscription_key", "purchase_id"], on: db)
     }
 
     /// Rewrites the per-user projection of these users: their rows are replaced by `rows`.

@@ -41,6 +41,7 @@ public struct DedupeStage: StageLogic {
         let store = DedupeStore(database)
         let inputs = events.map { SeenEvent(subscriptionKey: $0.1.subscriptionKey, eventKey: seenKey(of: $0.1)) }
         var (known, seen) = try store.batchState(of: keys, inputs: Array(Set(inputs)))
+        let stored = known
         var touched: [String: Set<String>] = [:]
         var newlySeen: [SeenEvent] = []
         var repeated: [SeenEvent: Int] = [:]
@@ -74,19 +75,28 @@ public struct DedupeStage: StageLogic {
         for (outcome, count) in outcomes {
             Metrics.shared.increment("storeledger_dedupe_total", ["outcome": outcome], by: Double(count))
         }
-        try store.save(changedPurchases(known, touched: touched))
+        try store.save(changedPurchases(known, stored: stored, touched: touched))
         try store.record(firstSeen: newlySeen, repeated: repeated)
         return result
     }
 
     private typealias SeenEvent = DedupeStore.SeenEvent
 
-    /// Only the purchases this batch changed (facts or aliases) are written back.
-    private func changedPurchases(_ known: [String: [KnownPurchase]], touched: [String: Set<String>]) -> [DedupeStore.PurchaseRow] {
+    /// Only the purchases this batch changed (facts or aliases) are written back, each marked with
+    /// whether its row exists and which of its aliases are new: `stored` is every purchase the batch read,
+    /// and a purchase's aliases only grow, so the aliases table holds exactly the stored ones' aliases.
+    private func changedPurchases(_ known: [String: [KnownPurchase]], stored: [String: [KnownPurchase]],
+                                  touched: [String: Set<String>]) -> [DedupeStore.PurchaseRow] {
         var rows: [DedupeStore.PurchaseRow] = []
         for (key, ids) in touched.sorted(by: { $0.key < $1.key }) where !ids.isEmpty {
+            let before = stored[key] ?? []
+            let storedIds = Set(before.map(\.purchaseId))
+            var aliased = Set(before.flatMap(\.aliases))
             for purchase in known[key] ?? [] where ids.contains(purchase.purchaseId) {
-                rows.append(DedupeStore.PurchaseRow(subscriptionKey: key, purchase: purchase))
+                // The table's key is (subscription, transaction id): the first purchase to claim one keeps it.
+                let newAliases = purchase.aliases.filter { aliased.insert($0).inserted }
+                rows.append(DedupeStore.PurchaseRow(subscriptionKey: key, purchase: purchase, isStored: storedIds.contains(purchase.purchaseId),
+                                                    newAliases: newAliases))
             }
         }
         return rows

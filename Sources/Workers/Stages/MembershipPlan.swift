@@ -33,7 +33,7 @@ public struct MembershipPlan {
             if let user = state.userId { affectedUsers.insert(user) }
             if let user = original.subscriptions[state.subscriptionKey]?.userId { affectedUsers.insert(user) }
         }
-        states = changed.map { SubscriptionRow($0, json: $0.json) }
+        states = changed.map { SubscriptionRow($0, json: $0.json, isStored: original.subscriptions[$0.subscriptionKey] != nil) }
         grants = Self.grantRows(changed.map { ($0, original.subscriptions[$0.subscriptionKey]) })
         viewUsers = affectedUsers.sorted()
         userViews = viewUsers.flatMap { user in
@@ -74,8 +74,9 @@ public struct MembershipPlan {
                 guard let grant = state.grants[id] else { continue }
                 guard ownerChanged || before?.grants[id] != grant || before?.granted[id] != state.granted[id]
                         || before?.credited[id] != state.credited[id] else { continue }
+                // A state's grants are only ever added to, and written with it: the row exists iff the loaded state had it.
                 rows.append(GrantRow(subscriptionKey: state.subscriptionKey, purchaseId: id, userId: state.userId, grant: grant,
-                                     granted: state.granted[id]))
+                                     granted: state.granted[id], isStored: before?.grants[id] != nil))
             }
         }
         return rows
