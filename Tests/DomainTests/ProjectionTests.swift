@@ -87,6 +87,11 @@ final class ProjectionTests: XCTestCase {
         XCTAssertEqual(TimeText.iso(t0), "2020-06-27T00:02:39Z")
         XCTAssertEqual(TimeText.iso(951_782_400_123), "2000-02-29T00:00:00.123Z")
         XCTAssertEqual(TimeText.iso(-1), "1969-12-31T23:59:59.999Z")
+        XCTAssertEqual(TimeText.iso(1_000), "1970-01-01T00:00:01Z")
+        XCTAssertEqual(TimeText.iso(4_102_444_799_010), "2099-12-31T23:59:59.010Z")
+        // Years outside four digits are written as they are, unpadded.
+        XCTAssertEqual(TimeText.iso(-62_135_596_800_000), "1-01-01T00:00:00Z")
+        XCTAssertEqual(TimeText.iso(253_402_300_800_000), "10000-01-01T00:00:00Z")
     }
 }
 

@@ -145,6 +145,77 @@ final class RoundTripTests: PGTestCase {
         }
     }
 
+    /// Binary COPY sends each field in its column's own type: every type, NULLs, extremes and odd text
+    /// read back unchanged; an integer out of range is refused before anything is sent; what the server
+    /// refuses (a bad document, a duplicate key) fails the copy, inserts none of its rows, and leaves the
+    /// connection usable.
+    func testCopiedRowsRoundTripAndFailuresInsertNothing() throws {
+        let conn = try connect()
+        let table = uniqueTable()
+        try conn.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY, s text, n integer, b boolean, raw bytea, j json, jb jsonb)")
+        let strings: [String?] = ["a", nil, "b\"c", "d\\e", "NULL", "", "{x,y}", "żółw 🐢 e\u{301}", "line\nbreak\u{1}", "it's"]
+        let numbers: [Int?] = [Int(Int32.min), -1, nil, 0, 1, 255, 256, Int(Int32.max), 42, 7]
+        let flags: [Bool?] = [true, false, nil, true, true, false, false, true, nil, false]
+        let bytes: [[UInt8]?] = [[0, 1, 0, 255], nil, [], [0x5c, 0x78], [1], [2], [3], [4], [5], [0]]
+        let documents: [String?] = [#"{"k":"v\"w","n":1}"#, nil, "[]", #""żółw""#, "null", "{}", #"{"b":1,"a":[1,{"c":null}]}"#, "1.5", "true", #""\\""#]
+        var rows = PGCopyRows(columns: 7)
+        for index in strings.indices {
+            rows.startRow()
+            rows.append(Int64(index) * 1_000_000_007 - 5)
+            rows.append(strings[index])
+            try rows.appendInteger(numbers[index], column: "n")
+            rows.append(flags[index])
+            rows.append(bytes: bytes[index])
+            rows.append(json: documents[index].map { Array($0.utf8) }, jsonb: false)
+            rows.append(json: documents[index].map { Array($0.utf8) }, jsonb: true)
+        }
+        XCTAssertEqual(rows.count, strings.count)
+        try conn.copyDeferred("COPY \(unsafeSQL: table) (id, s, n, b, raw, j, jb) FROM STDIN (FORMAT binary)", rows: rows)   // outside a transaction: at once
+        let read = try conn.query("SELECT id, s, n, b, raw, j::text AS j, jb::text AS jb FROM \(unsafeSQL: table) ORDER BY id")
+        XCTAssertEqual(read.count, strings.count)
+        for (index, row) in read.enumerated() {
+            XCTAssertEqual(try row.int64("id"), Int64(index) * 1_000_000_007 - 5)
+            XCTAssertEqual(try row.decode("s", as: String?.self), strings[index], "text \(index)")
+            XCTAssertEqual(try row.decode("n", as: Int?.self), numbers[index], "integer \(index)")
+            XCTAssertEqual(try row.decode("b", as: Bool?.self), flags[index], "boolean \(index)")
+            XCTAssertEqual(try row.decode("raw", as: [UInt8]?.self), bytes[index], "bytea \(index)")
+            XCTAssertEqual(try row.decode("j", as: String?.self), documents[index], "json keeps the text \(index)")
+            let expected = try documents[index].map { try XCTUnwrap(conn.query("SELECT \(PGJSON($0))::text AS j").first).string("j") }
+            XCTAssertEqual(try row.decode("jb", as: String?.self), expected, "jsonb \(index)")
+        }
+
+        var tooLarge = PGCopyRows(columns: 2)
+        tooLarge.startRow()
+        tooLarge.append(Int64(99))
+        XCTAssertThrowsError(try tooLarge.appendInteger(Int(Int32.max) + 1, column: "n")) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "22003")
+            XCTAssertEqual((error as? PGError)?.kind, .invalidParameter)
+        }
+
+        func copy(_ ids: [Int64], document: String = "{}") -> PGCopyRows {
+            var rows = PGCopyRows(columns: 2)
+            for id in ids {
+                rows.startRow()
+                rows.append(id)
+                rows.append(json: Array(document.utf8), jsonb: true)
+            }
+            return rows
+        }
+        let copyIdAndDocument: SQL = "COPY \(unsafeSQL: table) (id, jb) FROM STDIN (FORMAT binary)"
+        XCTAssertThrowsError(try conn.copyDeferred(copyIdAndDocument, rows: copy([1_000, 1_001], document: #"{"a":"#))) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "22P02", "\(error)")
+        }
+        XCTAssertThrowsError(try conn.copyDeferred(copyIdAndDocument, rows: copy([2_000, -5]))) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "23505", "\(error)")
+        }
+        XCTAssertEqual(try conn.query("SELECT count(*) AS n FROM \(unsafeSQL: table)").first?.int("n"), strings.count,
+                       "a failed copy inserts none of its rows")
+        try conn.copyDeferred(copyIdAndDocument, rows: copy([]))
+        try conn.copyDeferred(copyIdAndDocument, rows: copy([3_000]))
+        XCTAssertEqual(try conn.query("SELECT count(*) AS n FROM \(unsafeSQL: table)").first?.int("n"), strings.count + 1,
+                       "the connection still copies")
+    }
+
     func testBinaryArraysAreCheckedByTheServer() throws {
         let conn = try connect()
         var nul = PGBinaryArray(.text)

@@ -161,6 +161,45 @@ final class DeferredStatementTests: PGTestCase {
         XCTAssertEqual(try ids(table), [])
     }
 
+    /// A COPY cannot travel in a pipeline: inside a transaction it waits like any deferred write and
+    /// runs in its place, after the writes deferred before it and before those after; its failure is
+    /// thrown by the call that sends it, nothing after it runs, and the transaction rolls back whole.
+    func testDeferredCopiesRunInTheirPlaceAndTheirFailureEndsTheTransaction() throws {
+        let conn = try connect()
+        let (table, sequence) = try makeTable(conn)
+        let copyStatement: SQL = "COPY \(unsafeSQL: table) (id, v) FROM STDIN (FORMAT binary)"
+        func copy(_ ids: [Int], _ value: String) -> PGCopyRows {
+            var rows = PGCopyRows(columns: 2)
+            for id in ids {
+                rows.startRow()
+                rows.append(Int64(id))
+                rows.append(value)
+            }
+            return rows
+        }
+        try conn.begin()
+        try conn.executeDeferred(insertRow(table, 1, "a"))
+        try conn.copyDeferred(copyStatement, rows: copy([2, 3], "copied"))
+        try conn.executeDeferred("UPDATE \(unsafeSQL: table) SET v = v || \("!") WHERE id >= \(2)")
+        try conn.copyDeferred(copyStatement, rows: copy([4], "last"))
+        XCTAssertFalse(try drawn(sequence), "nothing reached the server yet")
+        let values = try conn.query("SELECT id, v FROM \(unsafeSQL: table) ORDER BY id").map { "\(try $0.int("id"))=\(try $0.string("v"))" }
+        XCTAssertEqual(values, ["1=a", "2=copied!", "3=copied!", "4=last"], "in the order they were deferred")
+        try conn.commit()
+        XCTAssertEqual(try ids(table), [1, 2, 3, 4])
+
+        try conn.begin()
+        try conn.executeDeferred(insertRow(table, 5, "b"))
+        try conn.copyDeferred(copyStatement, rows: copy([6, 1], "duplicate"))
+        try conn.executeDeferred(insertRow(table, 7, "after"))
+        XCTAssertThrowsError(try conn.commit()) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "23505", "\(error)")
+        }
+        XCTAssertFalse(conn.inTransaction, "rolled back")
+        XCTAssertEqual(try ids(table), [1, 2, 3, 4], "nothing of the failed transaction stays")
+        XCTAssertEqual(try conn.query("SELECT 1 AS one").first?.int("one"), 1, "the connection is usable")
+    }
+
     func testIndependentReadsShareARoundTripAndAnswerInOrder() throws {
         let conn = try connect()
         let (table, sequence) = try makeTable(conn)

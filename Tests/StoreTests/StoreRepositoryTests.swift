@@ -65,6 +65,64 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try InspectionQueries(db).firstEntryTimes(of: ["s-1"], after: Int64(Int32.max)), [:])
     }
 
+    /// Batches of `BulkRows.copyThreshold` rows or more go in with COPY, smaller ones with an insert:
+    /// the rows read back the same either way, field for field (every column type, NULLs included).
+    func testCopiedAndInsertedBatchesReadBackTheSame() throws {
+        let db = try migratedDatabase()
+        let kinds: [LedgerEntry.Kind] = [.grant, .credit, .cut, .record, .renewal]
+        func entries(_ key: String) -> [LedgerEntry] {
+            (0..<150).map { index in
+                var entry = entry(kinds[index % kinds.count], key: key, user: index % 7 == 0 ? nil : "u-\(index % 3)",
+                                  amount: index % 4 == 0 ? nil : index - 70, command: "c-\(index)")
+                entry.reason = "reason \(index) żółw \"quoted\" \\ back"
+                return entry
+            }
+        }
+        func append(_ entries: [LedgerEntry], batch: Int) throws {
+            for start in stride(from: 0, to: entries.count, by: batch) {
+                try db.transaction { db in
+                    let slice = Array(entries[start..<min(start + batch, entries.count)])
+                    let ids = try MembershipStore(db).reserveEntryIds(slice.count)
+                    try MembershipStore(db).appendLedger(zip(ids, slice).map { LedgerRow(id: $0, entry: $1, cause: $1.cause.json) })
+                }
+            }
+        }
+        try append(entries("s-copied"), batch: 150)
+        try append(entries("s-inserted"), batch: 50)
+        let copied = try MembershipQueries(db).ledger(subscription: "s-copied", limit: 500)
+        let inserted = try MembershipQueries(db).ledger(subscription: "s-inserted", limit: 500)
+        XCTAssertEqual(copied.count, 150)
+        func comparable(_ line: LedgerLine) -> String {
+            var line = line
+            line.entryId = 0
+            line.subscriptionKey = ""
+            line.createdAt = ""
+            return String(describing: line)
+        }
+        XCTAssertEqual(copied.map(comparable), inserted.map(comparable))
+        XCTAssertEqual(copied.map(\.commandId), (0..<150).map { "c-\($0)" }, "in entry order")
+        XCTAssertEqual(copied[1].amount, -69)
+        XCTAssertNil(copied[0].amount)
+        XCTAssertNil(copied[0].userId)
+
+        // Dedupe's rows: purchases, their aliases and the inputs seen, copied in one batch.
+        let purchases = (0..<120).map { index in
+            KnownPurchase(purchaseId: "p-\(index)", facts: TransactionFacts(transactionId: "t-\(index)", originalTransactionId: "o-1",
+                                                                         productId: "vip.1m", purchaseDateMs: 1_000 + Int64(index)),
+                          aliases: ["t-\(index)", "t-\(index)b"])
+        }
+        let dedupe = DedupeStore(db)
+        let seen = (0..<120).map { DedupeStore.SeenEvent(subscriptionKey: "s-d", eventKey: "uuid:\($0)") }
+        try db.transaction { db in
+            try DedupeStore(db).save(purchases.map { DedupeStore.PurchaseRow(subscriptionKey: "s-d", purchase: $0) })
+            try DedupeStore(db).record(firstSeen: seen, repeated: [:])
+        }
+        let state = try dedupe.batchState(of: ["s-d"], inputs: seen)
+        XCTAssertEqual(state.known["s-d"]?.sorted { $0.facts.purchaseDateMs < $1.facts.purchaseDateMs }, purchases)
+        XCTAssertEqual(state.seen, Set(seen))
+        XCTAssertEqual(try SupportQueries(db).subscriptions(transaction: "t-77b").map(\.subscriptionKey), ["s-d"], "aliases copied")
+    }
+
     func testStatesGrantsAndUserMembershipReadBack() throws {
         let db = try migratedDatabase()
         let store = MembershipStore(db)

@@ -47,38 +47,33 @@ public struct PGBinaryArray: Sendable {
     public let element: Element
     public private(set) var count = 0
     /// The header's 20 bytes (patched in `pgValue`), then every element.
-    private var bytes: [UInt8]
+    private var fields = PGBinaryFields(reservingCapacity: 20)
     private var hasNull = false
 
     public init(_ element: Element, capacity: Int = 0) {
         self.element = element
-        bytes = [UInt8](repeating: 0, count: 20)
-        bytes.reserveCapacity(20 + capacity)
+        fields.bytes = [UInt8](repeating: 0, count: 20)
+        fields.bytes.reserveCapacity(20 + capacity)
     }
 
     public mutating func append(_ text: String?) {
         assert(element == .text, "text into a \(element) array")
-        guard var text else { return appendNull() }
-        text.withUTF8 { utf8 in
-            appendLength(utf8.count)
-            bytes.append(contentsOf: utf8)
-        }
+        guard let text else { return appendNull() }
+        fields.text(text)
         count += 1
     }
 
     public mutating func append(_ number: Int64?) {
         assert(element == .int8, "a bigint into a \(element) array")
         guard let number else { return appendNull() }
-        appendLength(8)
-        appendBigEndian(UInt64(bitPattern: number))
+        fields.int8(number)
         count += 1
     }
 
     public mutating func append(_ flag: Bool?) {
         assert(element == .bool, "a boolean into a \(element) array")
         guard let flag else { return appendNull() }
-        appendLength(1)
-        bytes.append(flag ? 1 : 0)
+        fields.bool(flag)
         count += 1
     }
 
@@ -86,8 +81,7 @@ public struct PGBinaryArray: Sendable {
     public mutating func append(bytes: [UInt8]?) {
         assert(element == .bytea, "bytes into a \(element) array")
         guard let bytes else { return appendNull() }
-        appendLength(bytes.count)
-        self.bytes.append(contentsOf: bytes)
+        fields.bytea(bytes)
         count += 1
     }
 
@@ -96,17 +90,14 @@ public struct PGBinaryArray: Sendable {
     public mutating func append(json: [UInt8]?) {
         assert(element == .json || element == .jsonb, "JSON into a \(element) array")
         guard let json else { return appendNull() }
-        let versioned = element == .jsonb
-        appendLength(json.count + (versioned ? 1 : 0))
-        if versioned { bytes.append(1) }
-        bytes.append(contentsOf: json)
+        fields.json(json, versioned: element == .jsonb)
         count += 1
     }
 
     /// The bind parameter. Lengths past `Int32.max` are clamped, never sent: the whole parameter is
     /// then longer still, and binding refuses it (`PGError.invalidParameter`).
     var pgValue: PGValue {
-        var value = bytes
+        var value = fields.bytes
         value.withUnsafeMutableBytes { header in
             func put(_ word: UInt32, at offset: Int) {
                 withUnsafeBytes(of: word.bigEndian) { header.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: 4) }
@@ -121,16 +112,63 @@ public struct PGBinaryArray: Sendable {
     }
 
     private mutating func appendNull() {
-        appendBigEndian(UInt32.max)   // length -1
+        fields.null()
         hasNull = true
         count += 1
     }
+}
 
-    private mutating func appendLength(_ length: Int) {
-        appendBigEndian(UInt32(bitPattern: Int32(clamping: length)))
+/// Values in PostgreSQL's binary formats (what each type's receive function reads), each after its
+/// length, -1 for NULL: the elements of a binary array and the fields of a binary COPY row alike.
+struct PGBinaryFields: Sendable {
+    var bytes: [UInt8] = []
+
+    init(reservingCapacity capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+    mutating func null() { bigEndian(UInt32.max) }
+
+    mutating func text(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            length(utf8.count)
+            bytes.append(contentsOf: utf8)
+        }
     }
 
-    private mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
+    mutating func int8(_ number: Int64) {
+        length(8)
+        bigEndian(UInt64(bitPattern: number))
+    }
+
+    mutating func int4(_ number: Int32) {
+        length(4)
+        bigEndian(UInt32(bitPattern: number))
+    }
+
+    mutating func bool(_ flag: Bool) {
+        length(1)
+        bytes.append(flag ? 1 : 0)
+    }
+
+    mutating func bytea(_ value: [UInt8]) {
+        length(value.count)
+        bytes.append(contentsOf: value)
+    }
+
+    /// json's binary form is the text; jsonb's a version byte (1) and the text.
+    mutating func json(_ document: [UInt8], versioned: Bool) {
+        length(document.count + (versioned ? 1 : 0))
+        if versioned { bytes.append(1) }
+        bytes.append(contentsOf: document)
+    }
+
+    /// Lengths past `Int32.max` are clamped, never sent: the message is then longer still, and
+    /// PostgreSQL refuses it.
+    mutating func length(_ length: Int) {
+        bigEndian(UInt32(bitPattern: Int32(clamping: length)))
+    }
+
+    mutating func bigEndian<T: FixedWidthInteger>(_ value: T) {
         withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 }

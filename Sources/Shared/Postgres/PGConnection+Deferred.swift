@@ -8,6 +8,8 @@ struct DeferredStatement {
     var prepares = true
     /// The transaction's BEGIN: while it waits, nothing of the transaction has reached the server.
     var opensTransaction = false
+    /// Rows to COPY in (`text` is then the COPY statement): they cannot travel in a pipeline.
+    var copy: PGCopyRows?
 }
 
 /// Deferred statements: the writes of a transaction whose results nobody reads (and its BEGIN) wait
@@ -32,6 +34,20 @@ extension PGConnection {
         _ = try open()
         let (text, binds) = sql.render()
         deferred.append(DeferredStatement(text: text, binds: binds))
+    }
+
+    /// Copies `rows` in with `sql` (`COPY … FROM STDIN (FORMAT binary)`) with the next round trips when inside a transaction, at once outside one. A
+    /// COPY cannot be part of a libpq pipeline: what was deferred before it goes in one round trip,
+    /// then the COPY in two of its own (its start, then its data and end), then the rest. For batches
+    /// large enough that the rows' cost outweighs the round trips (`PGCopyRows`).
+    public func copyDeferred(_ sql: SQL, rows: PGCopyRows) throws {
+        guard rows.count > 0 else { return }
+        _ = try open()
+        let (text, binds) = sql.render()
+        guard binds.isEmpty else { throw PGError(kind: .usage, message: "a COPY statement takes no parameters", statement: text) }
+        let statement = DeferredStatement(text: text, prepares: false, copy: rows)
+        guard inTransaction else { return try copyIn(statement) }
+        deferred.append(statement)
     }
 
     /// Opens a transaction block whose `BEGIN` (`text`, with its options) is sent with the first
@@ -75,9 +91,20 @@ extension PGConnection {
     /// Throws the first failure, after reading every result so the connection is ready for the next
     /// statement (or for ROLLBACK, the transaction having failed).
     func sendDeferred(then last: [DeferredStatement] = []) throws -> [PGRows] {
-        let handle = try open()
-        let statements = deferred + last
+        var statements = deferred + last
         deferred = []
+        while let index = statements.firstIndex(where: { $0.copy != nil }) {
+            if index > 0 { _ = try pipeline(Array(statements[..<index]), answering: 0) }
+            try copyIn(statements[index])
+            statements.removeFirst(index + 1)
+        }
+        return try pipeline(statements, answering: last.count)
+    }
+
+    /// Sends `statements` as one pipeline; returns the rows of the last `answering` of them.
+    private func pipeline(_ statements: [DeferredStatement], answering: Int) throws -> [PGRows] {
+        let handle = try open()
+        guard !statements.isEmpty else { return [] }
         guard PQenterPipelineMode(handle) == 1 else { throw connectionFailure("could not enter pipeline mode") }
         var expected: [Expected] = []
         var sendError: (any Error)?
@@ -89,7 +116,7 @@ extension PGConnection {
                 break
             }
         }
-        let outcome = Result { try readResults(expected, on: handle).suffix(last.count) }
+        let outcome = Result { try readResults(expected, on: handle).suffix(answering) }
         if PQexitPipelineMode(handle) != 1 {
             // Results we did not read would be taken for the next statement's: start afresh.
             let unread = connectionFailure("the pipeline's results were not all read")
@@ -99,6 +126,35 @@ extension PGConnection {
         }
         if let sendError { throw sendError }
         return Array(try outcome.get())
+    }
+
+    /// Runs one COPY … FROM STDIN: its start (the server answers that it is ready), the data, its end.
+    /// A failure is thrown after the copy's results are read, so the connection is ready for ROLLBACK.
+    private func copyIn(_ statement: DeferredStatement) throws {
+        guard let copy = statement.copy else { return }
+        let handle = try open()
+        guard let start = PQexec(handle, statement.text) else { throw connectionFailure(statement.text) }
+        guard PQresultStatus(start) == PGRES_COPY_IN else {
+            _ = try rows(checking: start, statement: statement.text, binds: [])   // the server's refusal
+            throw PGError(kind: .usage, message: "the server did not start the copy", statement: statement.text)
+        }
+        PQclear(start)
+        let data = copy.data
+        let sent = data.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(handle, $0.baseAddress, Int32(clamping: $0.count)) }
+        }
+        // A copy whose data could not all be sent is ended with an error, so the server inserts nothing.
+        guard PQputCopyEnd(handle, sent == 1 ? nil : "the copy's data could not be sent") == 1 else {
+            throw connectionFailure(statement.text)
+        }
+        var failure: (any Error)?
+        while let result = PQgetResult(handle) {
+            do { _ = try rows(checking: result, statement: statement.text, binds: []) } catch {
+                if failure == nil { failure = error }
+            }
+        }
+        if let failure { throw failure }
+        if sent != 1 { throw connectionFailure(statement.text) }
     }
 
     /// What one sent message answers with.
@@ -173,7 +229,7 @@ extension PGConnection {
     }
 
     /// One message's result; the NULL that ends it is read too (a message has one result here: the
-    /// statements are single, and no COPY is deferred).
+    /// statements are single, and a COPY never travels in a pipeline).
     private func nextResult(_ handle: OpaquePointer) -> OpaquePointer? {
         guard let result = PQgetResult(handle) else { return nil }
         while let extra = PQgetResult(handle) { PQclear(extra) }

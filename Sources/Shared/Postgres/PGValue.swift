@@ -185,19 +185,36 @@ extension Array: PGBindable where Element: PGArrayElement {
     public var pgValue: PGValue { Element.pgArrayValue(self) }
 }
 
+// Text and bigint arrays, the lists batches send most (keys, ids, event keys), bind in the binary
+// format: no literal to quote and escape here, none to parse there (issue 14).
 extension String: PGArrayScalar {
     public static var pgArrayDataType: PGDataType { .textArray }
     public var pgArrayElementText: String { self }
+    public static func pgArrayValue(_ elements: [String]) -> PGValue {
+        var array = PGBinaryArray(.text)
+        for element in elements { array.append(element) }
+        return array.pgValue
+    }
 }
 
 extension Int: PGArrayScalar {
     public static var pgArrayDataType: PGDataType { .int8Array }
     public var pgArrayElementText: String { String(self) }
+    public static func pgArrayValue(_ elements: [Int]) -> PGValue {
+        var array = PGBinaryArray(.int8)
+        for element in elements { array.append(Int64(element)) }
+        return array.pgValue
+    }
 }
 
 extension Int64: PGArrayScalar {
     public static var pgArrayDataType: PGDataType { .int8Array }
     public var pgArrayElementText: String { String(self) }
+    public static func pgArrayValue(_ elements: [Int64]) -> PGValue {
+        var array = PGBinaryArray(.int8)
+        for element in elements { array.append(element) }
+        return array.pgValue
+    }
 }
 
 extension Int32: PGArrayScalar {

@@ -8,44 +8,48 @@ protocol BulkRow {
     static var columns: [BulkColumn<Self>] { get }
 }
 
-/// One column of a `BulkRow`: its name in the table, its array's element type, and the row's value.
+/// One column of a `BulkRow`: its name in the table, its array's element type, and the row's value,
+/// written into a column's array or into a binary COPY row (in the column's own type).
 struct BulkColumn<Row>: Sendable {
     let name: String
     let element: PGBinaryArray.Element
     let write: @Sendable (Row, inout PGBinaryArray) -> Void
+    let copy: @Sendable (Row, inout PGCopyRows) throws -> Void
 
     static func text(_ name: String, _ value: @escaping @Sendable (Row) -> String?) -> Self {
-        Self(name: name, element: .text) { row, array in array.append(value(row)) }
+        Self(name: name, element: .text, write: { $1.append(value($0)) }, copy: { $1.append(value($0)) })
     }
 
     static func bigint(_ name: String, _ value: @escaping @Sendable (Row) -> Int64?) -> Self {
-        Self(name: name, element: .int8) { row, array in array.append(value(row)) }
+        Self(name: name, element: .int8, write: { $1.append(value($0)) }, copy: { $1.append(value($0)) })
     }
 
-    /// Sent as bigint: PostgreSQL refuses a value out of `integer`'s range when it is assigned to
-    /// the column (22003). Clamp first where that is wanted.
+    /// Sent as bigint in an array: PostgreSQL refuses a value out of `integer`'s range when it is
+    /// assigned to the column (22003); a COPY sends it as an integer and refuses it here alike.
+    /// Clamp first where that is wanted.
     static func integer(_ name: String, _ value: @escaping @Sendable (Row) -> Int?) -> Self {
-        Self(name: name, element: .int8) { row, array in array.append(value(row).map(Int64.init)) }
+        Self(name: name, element: .int8, write: { $1.append(value($0).map(Int64.init)) },
+             copy: { try $1.appendInteger(value($0), column: name) })
     }
 
     static func boolean(_ name: String, _ value: @escaping @Sendable (Row) -> Bool) -> Self {
-        Self(name: name, element: .bool) { row, array in array.append(value(row)) }
+        Self(name: name, element: .bool, write: { $1.append(value($0)) }, copy: { $1.append(value($0)) })
     }
 
     static func bytea(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]?) -> Self {
-        Self(name: name, element: .bytea) { row, array in array.append(bytes: value(row)) }
+        Self(name: name, element: .bytea, write: { $1.append(bytes: value($0)) }, copy: { $1.append(bytes: value($0)) })
     }
 
     /// A document that is already JSON, into a `jsonb` column: copied, not re-encoded; the server parses
     /// it into a tree (the ledger's and the views' documents, which SQL compares, groups and edits).
     static func jsonb(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
-        Self(name: name, element: .jsonb) { row, array in array.append(json: value(row)) }
+        Self(name: name, element: .jsonb, write: { $1.append(json: value($0)) }, copy: { $1.append(json: value($0), jsonb: true) })
     }
 
     /// The same into a `json` column (a state, purchase or grant, written and read back whole): stored
     /// as the bytes given, after the server's check.
     static func json(_ name: String, _ value: @escaping @Sendable (Row) -> [UInt8]) -> Self {
-        Self(name: name, element: .json) { row, array in array.append(json: value(row)) }
+        Self(name: name, element: .json, write: { $1.append(json: value($0)) }, copy: { $1.append(json: value($0), jsonb: false) })
     }
 }
 
@@ -106,22 +110,42 @@ protocol StoredRow: BulkRow {
     var isStored: Bool { get }
 }
 
+extension BulkRows {
+    /// Batches of at least this many rows are inserted with COPY, smaller ones with one
+    /// `INSERT … SELECT FROM unnest(…)` in the pipeline. COPY halves the server's CPU per row but costs
+    /// two round trips of its own and ends the pipeline before it: at 1,000 events/s a stage's batches
+    /// hold ~20 rows, where the round trips would cost more than the rows save (issue 14).
+    static var copyThreshold: Int { 100 }
+
+    /// Inserts `rows` into `table`, deferred: with COPY when there are `copyThreshold` or more, else
+    /// with one insert. Plain inserts either way: a key already there fails (23505).
+    static func insert(_ rows: [Row], into table: String, on db: PGConnection) throws {
+        guard !rows.isEmpty else { return }
+        guard rows.count < copyThreshold else {
+            var copy = PGCopyRows(columns: Row.columns.count)
+            for row in rows {
+                copy.startRow()
+                for column in Row.columns { try column.copy(row, &copy) }
+            }
+            return try db.copyDeferred("COPY \(unsafeSQL: table) (\(fragment: columnList)) FROM STDIN (FORMAT binary)", rows: copy)
+        }
+        try db.executeDeferred("""
+            INSERT INTO \(unsafeSQL: table) (\(fragment: columnList))
+            SELECT \(fragment: fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
+            """)
+    }
+}
+
 extension BulkRows where Row: StoredRow {
-    /// Writes `rows` into `table`, deferred: one plain insert of the new keys and one update of the stored
-    /// ones, stamping `updated_at`. Not an upsert, which probes each unique index once more per row and logs
+    /// Writes `rows` into `table`, deferred: a plain insert of the new keys (`insert`) and one update of
+    /// the stored ones, stamping `updated_at`. Not an upsert, which probes each unique index once more per row and logs
     /// a confirmation (~1.6 times an insert's cost, issue 14). A key another transaction inserted meanwhile
     /// fails the insert with a unique violation, which the stage retries (`StageRunner.classify`).
     static func write(_ rows: [Row], into table: String, key: [String], on db: PGConnection) throws {
-        let inserted = rows.filter { !$0.isStored }
+        try insert(rows.filter { !$0.isStored }, into: table, on: db)
         let updated = rows.filter(\.isStored)
-        let name = SQL(unsafeSQL: table)
-        if !inserted.isEmpty {
-            try db.executeDeferred("""
-                INSERT INTO \(fragment: name) (\(fragment: columnList))
-                SELECT \(fragment: fields("t")) FROM \(fragment: BulkRows(inserted).recordset("t"))
-                """)
-        }
         guard !updated.isEmpty else { return }
+        let name = SQL(unsafeSQL: table)
         let columns = Row.columns.indices.map { (name: Row.columns[$0].name, field: "t.c\($0)") }
         let assignments = columns.filter { !key.contains($0.name) }.map { "\($0.name) = \($0.field)" }
         let matches = columns.filter { key.contains($0.name) }.map { "r.\($0.name) = \($0.field)" }

@@ -9,13 +9,31 @@ public struct DedupeStore {
     public init(_ db: PGConnection) { self.db = db }
 
     /// An input dedupe has seen, per subscription.
-    public struct SeenEvent: Hashable, Sendable {
+    public struct SeenEvent: Hashable, Sendable, BulkRow {
         public var subscriptionKey: String
         public var eventKey: String
         public init(subscriptionKey: String, eventKey: String) {
             self.subscriptionKey = subscriptionKey
             self.eventKey = eventKey
         }
+
+        static let columns: [BulkColumn<Self>] = [
+            .text("subscription_key") { $0.subscriptionKey },
+            .text("event_key") { $0.eventKey },
+        ]
+    }
+
+    /// A transaction id known to a purchase of a subscription (R1).
+    struct Alias: BulkRow {
+        var subscriptionKey: String
+        var transactionId: String
+        var purchaseId: String
+
+        static let columns: [BulkColumn<Self>] = [
+            .text("subscription_key") { $0.subscriptionKey },
+            .text("transaction_id") { $0.transactionId },
+            .text("purchase_id") { $0.purchaseId },
+        ]
     }
 
     /// A purchase to write back: its subscription and its merged facts (with aliases).
@@ -86,23 +104,16 @@ public struct DedupeStore {
     public func save(_ purchases: [PurchaseRow]) throws {
         guard !purchases.isEmpty else { return }
         try BulkRows.write(purchases, into: "purchases", key: ["subscription_key", "purchase_id"], on: db)
-        let aliases = purchases.flatMap { row in row.newAliases.map { (row.subscriptionKey, $0, row.purchase.purchaseId) } }
-        guard !aliases.isEmpty else { return }
-        try db.executeDeferred("""
-            INSERT INTO transaction_aliases (subscription_key, transaction_id, purchase_id)
-            SELECT * FROM unnest(\(aliases.map(\.0))::text[], \(aliases.map(\.1))::text[], \(aliases.map(\.2))::text[])
-            """)
+        let aliases = purchases.flatMap { row in
+            row.newAliases.map { Alias(subscriptionKey: row.subscriptionKey, transactionId: $0, purchaseId: row.purchase.purchaseId) }
+        }
+        try BulkRows.insert(aliases, into: "transaction_aliases", on: db)
     }
 
     /// Records first sightings (inputs the batch's lookup did not find, each once) and counts Apple's
     /// retries of inputs already seen (one statement each; a plain insert, as in `save`).
     public func record(firstSeen: [SeenEvent], repeated: [SeenEvent: Int]) throws {
-        if !firstSeen.isEmpty {
-            try db.executeDeferred("""
-                INSERT INTO seen_events (subscription_key, event_key)
-                SELECT * FROM unnest(\(firstSeen.map(\.subscriptionKey))::text[], \(firstSeen.map(\.eventKey))::text[])
-                """)
-        }
+        try BulkRows.insert(firstSeen, into: "seen_events", on: db)
         guard !repeated.isEmpty else { return }
         let entries = repeated.sorted { ($0.key.subscriptionKey, $0.key.eventKey) < ($1.key.subscriptionKey, $1.key.eventKey) }
         try db.executeDeferred("""

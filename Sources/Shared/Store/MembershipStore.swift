@@ -50,22 +50,12 @@ public struct MembershipStore {
 
     /// One insert per batch, in entry id order (the order the entries were made).
     public func appendLedger(_ rows: [LedgerRow]) throws {
-        guard !rows.isEmpty else { return }
-        let set = BulkRows(rows)
-        try db.executeDeferred("""
-            INSERT INTO ledger (\(fragment: BulkRows<LedgerRow>.columnList))
-            SELECT \(fragment: BulkRows<LedgerRow>.fields("t")) FROM \(fragment: set.recordset("t"))
-            ORDER BY \(fragment: BulkRows<LedgerRow>.field("entry_id", "t"))
-            """)
+        try BulkRows.insert(rows.sorted { $0.id < $1.id }, into: "ledger", on: db)
     }
 
     /// The outbox rows of the batch's membership-changing entries (same transaction as the ledger).
     public func appendOutbox(_ rows: [OutboxRow]) throws {
-        guard !rows.isEmpty else { return }
-        try db.executeDeferred("""
-            INSERT INTO membership_outbox (\(fragment: BulkRows<OutboxRow>.columnList))
-            SELECT \(fragment: BulkRows<OutboxRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
-            """)
+        try BulkRows.insert(rows, into: "membership_outbox", on: db)
     }
 
     /// Writes the subscriptions' states: inserts the new, updates the stored.
@@ -82,10 +72,6 @@ public struct MembershipStore {
     public func replaceUserMembership(users: [String], with rows: [UserMembershipRow]) throws {
         guard !users.isEmpty else { return }
         try db.executeDeferred("DELETE FROM user_membership WHERE user_id = ANY(\(users))")
-        guard !rows.isEmpty else { return }
-        try db.executeDeferred("""
-            INSERT INTO user_membership (\(fragment: BulkRows<UserMembershipRow>.columnList))
-            SELECT \(fragment: BulkRows<UserMembershipRow>.fields("t")) FROM \(fragment: BulkRows(rows).recordset("t"))
-            """)
+        try BulkRows.insert(rows, into: "user_membership", on: db)
     }
 }

@@ -88,9 +88,36 @@ public enum TimeText {
         let days = seconds.floorDivided(by: 86_400)
         let secondOfDay = seconds.floorModulo(86_400)
         let (year, month, day) = CivilDate.date(days: days)
-        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        var text = "\(year)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay % 3600 / 60)):\(two(secondOfDay % 60))"
-        if millis != 0 { text += "." + String(String(millis + 1000).dropFirst()) }
-        return text + "Z"
+        // Written as bytes: classify dates several reasons per event, and each piece as a String of its
+        // own was most of the time.
+        var text: [UInt8] = []
+        text.reserveCapacity(32)
+        if (1_000...9_999).contains(year) { digits(year, 4, into: &text) } else { text += String(year).utf8 }
+        text.append(UInt8(ascii: "-"))
+        digits(month, 2, into: &text)
+        text.append(UInt8(ascii: "-"))
+        digits(day, 2, into: &text)
+        text.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2, into: &text)
+        text.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 3600 / 60, 2, into: &text)
+        text.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2, into: &text)
+        if millis != 0 {
+            text.append(UInt8(ascii: "."))
+            digits(millis, 3, into: &text)
+        }
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// `value` (0 ≤ value < 10^width) in exactly `width` decimal digits.
+    private static func digits(_ value: Int64, _ width: Int, into text: inout [UInt8]) {
+        var divisor: Int64 = 1
+        for _ in 1..<width { divisor *= 10 }
+        while divisor > 0 {
+            text.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+            divisor /= 10
+        }
     }
 }

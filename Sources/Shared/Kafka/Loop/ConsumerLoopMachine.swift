@@ -536,19 +536,20 @@ struct PartitionQueues: Sendable {
     /// Up to `limit` records, oldest of each partition first, taking partitions round-robin so a
     /// busy partition cannot starve the others.
     func take(_ limit: Int, excluding skipped: Set<PartitionID>) -> [KafkaRecord] {
+        // Each list looked up once, then round r takes the r-th record of every list that has one
+        // (a dictionary lookup and update per record was a third of the loop's own time).
+        let lists = order.compactMap { id in skipped.contains(id) ? nil : records[id] }.filter { !$0.isEmpty }
         var taken: [KafkaRecord] = []
-        var index: [PartitionID: Int] = [:]
-        let live = order.filter { !skipped.contains($0) && !(records[$0]?.isEmpty ?? true) }
-        var progressed = true
-        while taken.count < limit, progressed {
-            progressed = false
-            for id in live where taken.count < limit {
-                let position = index[id, default: 0]
-                guard let list = records[id], position < list.count else { continue }
+        taken.reserveCapacity(min(limit, count))
+        var position = 0
+        while taken.count < limit {
+            var progressed = false
+            for list in lists where taken.count < limit && position < list.count {
                 taken.append(list[position])
-                index[id] = position + 1
                 progressed = true
             }
+            guard progressed else { break }
+            position += 1
         }
         return taken
     }
