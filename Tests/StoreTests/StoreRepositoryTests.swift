@@ -121,6 +121,34 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(state.known["s-d"]?.sorted { $0.facts.purchaseDateMs < $1.facts.purchaseDateMs }, purchases)
         XCTAssertEqual(state.seen, Set(seen))
         XCTAssertEqual(try SupportQueries(db).subscriptions(transaction: "t-77b").map(\.subscriptionKey), ["s-d"], "aliases copied")
+
+        // Membership's other rows, each table copied in one batch: states, grants, outbox rows, per-user views.
+        let states = (0..<110).map { index in
+            var state = SubscriptionState(subscriptionKey: "s-m\(index)", userId: "u-m\(index % 5)")
+            state.grants["p-1"] = grant()
+            state.granted["p-1"] = Interval(startMs: 1_000, endMs: 1_500 + Int64(index))
+            return state
+        }
+        let memberships = (0..<110).map { GroupMembership(group: "g-\($0)", intervals: [Interval(startMs: 1_000, endMs: nil)],
+                                                          currentProduct: "vip.1m", subscriptionKeys: ["s-m\($0)"]) }
+        try db.transaction { db in
+            let store = MembershipStore(db)
+            try store.lockUsers((0..<5).map { "u-m\($0)" })
+            try store.saveStates(states.map { SubscriptionRow($0, json: $0.json) })
+            try store.saveGrants(states.map { GrantRow(subscriptionKey: $0.subscriptionKey, purchaseId: "p-1", userId: $0.userId,
+                                                       grant: grant(), granted: $0.granted["p-1"]) })
+            try store.appendOutbox(states.indices.map { OutboxRow(eventKey: "u-m\($0 % 5)", entryId: Int64($0), subscriptionKey: "s-m\($0)",
+                                                                  eventType: "granted", payload: #"{"n":\#($0)}"#) })
+            try store.replaceUserMembership(users: ["u-m0"], with: memberships.map {
+                UserMembershipRow(userId: "u-m0", membership: $0, view: $0.json)
+            })
+        }
+        XCTAssertEqual(try MembershipQueries(db).subscription("s-m42"), states[42])
+        XCTAssertEqual(try MembershipQueries(db).subscriptions(ofUser: "u-m3").count, 22)
+        XCTAssertEqual(try FinanceReads(db).transactions(fromMs: 0, toMs: 10_000).filter { $0.subscriptionKey.hasPrefix("s-m") }.count, 110)
+        XCTAssertEqual(try OutboxStore(db).unordered(limit: 500).count, 110)
+        XCTAssertEqual(try MembershipQueries(db).groupMemberships(ofUser: "u-m0").sorted { $0.group < $1.group },
+                       memberships.sorted { $0.group < $1.group })
     }
 
     func testStatesGrantsAndUserMembershipReadBack() throws {

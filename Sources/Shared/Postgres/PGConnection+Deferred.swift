@@ -36,10 +36,11 @@ extension PGConnection {
         deferred.append(DeferredStatement(text: text, binds: binds))
     }
 
-    /// Copies `rows` in with `sql` (`COPY … FROM STDIN (FORMAT binary)`) with the next round trips when inside a transaction, at once outside one. A
-    /// COPY cannot be part of a libpq pipeline: what was deferred before it goes in one round trip,
-    /// then the COPY in two of its own (its start, then its data and end), then the rest. For batches
-    /// large enough that the rows' cost outweighs the round trips (`PGCopyRows`).
+    /// Copies `rows` in with `sql` (`COPY … FROM STDIN (FORMAT binary)`): with the next round trips
+    /// inside a transaction, at once outside one. A COPY cannot be part of a libpq pipeline: what was
+    /// deferred before it goes in one round trip, then the COPY in two of its own (its start, then its
+    /// data and end), then the rest. For batches large enough that the rows' cost outweighs the round
+    /// trips (`PGCopyRows`).
     public func copyDeferred(_ sql: SQL, rows: PGCopyRows) throws {
         guard rows.count > 0 else { return }
         _ = try open()
@@ -140,8 +141,15 @@ extension PGConnection {
         }
         PQclear(start)
         let data = copy.data
+        // In pieces of at most 1 MiB: libpq takes a length as a C int.
         let sent = data.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(handle, $0.baseAddress, Int32(clamping: $0.count)) }
+            buffer.withMemoryRebound(to: CChar.self) { bytes in
+                var status: Int32 = 1
+                for start in stride(from: 0, to: bytes.count, by: 1 << 20) where status == 1 {
+                    status = PQputCopyData(handle, bytes.baseAddress! + start, Int32(min(1 << 20, bytes.count - start)))
+                }
+                return status
+            }
         }
         // A copy whose data could not all be sent is ended with an error, so the server inserts nothing.
         guard PQputCopyEnd(handle, sent == 1 ? nil : "the copy's data could not be sent") == 1 else {

@@ -1,7 +1,7 @@
 /// Rows for a `COPY table (columns) FROM STDIN (FORMAT binary)` statement, built in memory and sent
-/// with it by `PGConnection.copyDeferred`. PostgreSQL inserts copied rows several at a time (one WAL record and
-/// one buffer lock per page, not per row) and runs no executor per row: about half the server's CPU
-/// of an `INSERT … SELECT FROM unnest(…)` of the same rows (issue 14). Unlike that insert, binary COPY
+/// with it by `PGConnection.copyDeferred`. PostgreSQL inserts copied rows several at a time (one WAL
+/// record and one buffer lock per page, not per row) and runs no executor per row: about half the
+/// server's CPU of an `INSERT … SELECT FROM unnest(…)` of the same rows (issue 14). Unlike that insert, binary COPY
 /// casts nothing: each field must be sent in its column's own type, so `appendInteger` is for
 /// `integer` columns and refuses a value out of their range here, as the insert's cast would there.
 ///
