@@ -1,3 +1,4 @@
+import CivilCalendar
 import Domain
 
 /// One of a user's purchases, as offer eligibility sees it: whatever Apple ID (subscription) it
@@ -286,7 +287,7 @@ public struct OfferEligibility: Sendable {
         return count
     }
 
-    static let dayMs: Int64 = 86_400_000
+    static let dayMs = CivilDate.dayMs
 
     /// Whether `next` starts within a day of the end of `previous`'s period.
     static func renews(_ previous: OfferPurchase, with next: OfferPurchase) -> Bool {

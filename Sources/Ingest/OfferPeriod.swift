@@ -8,7 +8,7 @@ import Domain
 enum OfferPeriod {
     static func endMs(adding period: String, to startMs: Int64) -> Int64? {
         guard let (months, days) = parse(period) else { return nil }
-        let dayMs: Int64 = 86_400_000
+        let dayMs = CivilDate.dayMs
         let day = startMs.floorDivided(by: dayMs)
         let (year, month, dayOfMonth) = CivilDate.date(days: day)
         let monthIndex = year * 12 + (month - 1) + months

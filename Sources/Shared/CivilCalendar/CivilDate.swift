@@ -3,6 +3,9 @@
 /// reads or writes calendar dates (receipts, certificates, PostgreSQL text, reasons, the
 /// simulator's Apple-shaped dates): no formatter, no locale, no time-zone database.
 public enum CivilDate {
+    /// A UTC day in milliseconds (no leap seconds: Unix time).
+    public static let dayMs: Int64 = 86_400_000
+
     /// Days since 1970-01-01 of a calendar date; `month` 1...12, `day` 1...31. Correct for
     /// any year whose day count fits Int64 (callers bound their inputs first).
     public static func days(year: Int64, month: Int64, day: Int64) -> Int64 {

@@ -76,27 +76,18 @@ final class AddressLimit: Sendable {
         }
     }
 
-    /// nil for the exempt host addresses (127.0.0.1, ::1, ::ffff:127.0.0.1) and unknown families.
+    /// nil for the exempt host addresses (127.0.0.1, ::1, ::ffff:127.0.0.1) and unknown families. An
+    /// IPv4-mapped IPv6 address is its IPv4 address; other IPv6 addresses count by their /64.
     static func key(_ address: UnsafePointer<sockaddr>) -> Key? {
-        switch Int32(address.pointee.sa_family) {
-        case AF_INET:
-            let ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
-            return ipv4 == 0x7F00_0001 ? nil : Key(isIPv6: false, bits: UInt64(ipv4))
-        case AF_INET6:
-            let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
-                withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
-            }
-            let high = bytes[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let low = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            if high == 0, low == 1 { return nil }                       // ::1
-            if high == 0, low >> 32 == 0xFFFF {                          // ::ffff:a.b.c.d
-                let ipv4 = UInt32(truncatingIfNeeded: low)
-                return ipv4 == 0x7F00_0001 ? nil : Key(isIPv6: false, bits: UInt64(ipv4))
-            }
-            return Key(isIPv6: true, bits: high)
-        default:
-            return nil
+        if let ipv4 = ipv4(address) { return ipv4 == 0x7F00_0001 ? nil : Key(isIPv6: false, bits: UInt64(ipv4)) }
+        guard Int32(address.pointee.sa_family) == AF_INET6 else { return nil }
+        let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+            withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
         }
+        let high = bytes[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let low = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        if high == 0, low == 1 { return nil }                           // ::1
+        return Key(isIPv6: true, bits: high)
     }
 }
 

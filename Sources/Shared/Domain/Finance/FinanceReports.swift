@@ -36,7 +36,7 @@ public struct FinanceTransaction: Sendable, Equatable {
     /// charge for several periods), the whole period Apple sold.
     var chargedDays: Int64? {
         if offerDiscountType == "PAY_UP_FRONT", let expiresMs, expiresMs > purchaseMs {
-            return max(1, (expiresMs - purchaseMs) / 86_400_000)
+            return max(1, (expiresMs - purchaseMs) / CivilDate.dayMs)
         }
         return durationDays.map(Int64.init)
     }
@@ -106,12 +106,12 @@ public func utcDayStartMs(_ text: String) -> Int64? {
     let days = CivilDate.days(year: year, month: month, day: day)
     // 2025-02-30 is a day in March: refused by the round trip.
     guard CivilDate.date(days: days) == (year, month, day) else { return nil }
-    return days * 86_400_000
+    return days * CivilDate.dayMs
 }
 
 /// `YYYY-MM-DD` of the UTC day that starts at `ms` (years padded to four digits, as the reports take them).
 public func utcDayText(_ ms: Int64) -> String {
-    let (year, month, day) = CivilDate.date(days: ms.floorDivided(by: 86_400_000))
+    let (year, month, day) = CivilDate.date(days: ms.floorDivided(by: CivilDate.dayMs))
     func padded(_ value: Int64, _ width: Int) -> String {
         let digits = String(value.magnitude)
         return (value < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - digits.count)) + digits

@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 
 /// Subscription metrics per day, environment and product, from the same finance facts as the
@@ -60,7 +61,7 @@ public struct RenewalStanding: Sendable, Equatable {
 }
 
 public enum SubscriptionMetrics {
-    static let dayMs: Int64 = 86_400_000
+    static let dayMs = CivilDate.dayMs
 
     /// - Parameters:
     ///   - renewals: per subscription key, its latest renewal facts (churn kind).

@@ -279,6 +279,13 @@ extension MembershipBook {
 
     // MARK: users (R6)
 
+    /// Keep-first: another account's claim on a subscription `current` owns is recorded (once per
+    /// claimant) and changes nothing.
+    private mutating func refuseClaim(_ link: UserLink, of current: String, _ command: MembershipCommand) -> [LedgerEntry] {
+        recordOnce("claim:\(link.userId)", command, group: nil, purchase: nil, product: nil,
+                   reason: "\(command.reason); user \(link.userId) claimed this subscription of user \(current): refused (transfer policy keep-first)")
+    }
+
     private mutating func applyLink(_ link: UserLink, _ command: MembershipCommand) -> [LedgerEntry] {
         let key = command.subscriptionKey
         let current = subscriptions[key]!.userId
@@ -287,8 +294,7 @@ extension MembershipBook {
         var entries: [LedgerEntry] = []
         if let current {
             guard link.transfer == .move else {
-                return recordOnce("claim:\(link.userId)", command, group: nil, purchase: nil, product: nil,
-                                  reason: "\(command.reason); user \(link.userId) claimed this subscription of user \(current): refused (transfer policy keep-first)")
+                return refuseClaim(link, of: current, command)
             }
             entries += changeOwner(of: key, from: current, to: nil, command,
                                    reason: "\(command.reason); moved from user \(current) to user \(link.userId) (transfer policy move)")
@@ -326,8 +332,7 @@ extension MembershipBook {
         guard let owner = keepFirst ? earliestClaimant(subscriptions[key]!.claims) : latestClaimant(subscriptions[key]!.claims) else { return [] }
         if owner.user == current {
             guard keepFirst, let current, link.userId != current else { return [] }
-            return recordOnce("claim:\(link.userId)", command, group: nil, purchase: nil, product: nil,
-                              reason: "\(command.reason); user \(link.userId) claimed this subscription of user \(current): refused (transfer policy keep-first)")
+            return refuseClaim(link, of: current, command)
         }
         let claim = keepFirst ? "\(owner.via) claim of \(TimeText.iso(owner.at)) is the earliest (transfer policy keep-first)"
             : "\(owner.via) claim of \(TimeText.iso(owner.at)) is the latest (R17)"
