@@ -131,8 +131,8 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
     /// server out of disk, memory or connections, failing I/O or read-only is an outage (wait, never
     /// dead-letter); a conflict (a unique key written meanwhile included) may pass on a retry.
     func testPostgreSQLFailuresAreClassedByTheirState() {
-        func classOf(_ state: String) -> String {
-            switch StageFailure.classify(PGError(kind: .server, sqlState: state, message: "m")) {
+        func classOf(_ state: String, constraint: String? = nil) -> String {
+            switch StageFailure.classify(PGError(kind: .server, sqlState: state, message: "m", constraint: constraint)) {
             case .permanent: "permanent"
             case .infrastructure: "infrastructure"
             case .retryable: "retryable"
@@ -140,13 +140,16 @@ final class RefreshAndConsumptionLogicTests: XCTestCase {
             default: "other"
             }
         }
-        for state in ["22001", "22P02", "23502", "23514"] { XCTAssertEqual(classOf(state), "permanent", state) }
+        for state in ["22001", "22P02", "23502", "23514", "23505"] { XCTAssertEqual(classOf(state), "permanent", state) }
         for state in ["08006", "57P01", "57014", "53100", "53200", "53300", "58030", "25006"] {
             XCTAssertEqual(classOf(state), "infrastructure", state)
         }
         XCTAssertEqual(classOf("40001"), "retryable")
-        // A key another transaction wrote since the batch read: the retry reads it.
-        XCTAssertEqual(classOf("23505"), "retryable")
+        // A key another transaction wrote since the batch read found none: the retry reads it. The ledger's
+        // change identity written twice is refused for good.
+        XCTAssertEqual(classOf("23505", constraint: "seen_events_pkey"), "retryable")
+        XCTAssertEqual(classOf("23505", constraint: "grants_pkey"), "retryable")
+        XCTAssertEqual(classOf("23505", constraint: "ledger_change"), "permanent")
         XCTAssertEqual(classOf("42P01"), "critical")
     }
 

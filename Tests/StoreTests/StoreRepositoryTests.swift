@@ -151,6 +151,21 @@ final class StoreRepositoryTests: PGTestCase {
                        memberships.sorted { $0.group < $1.group })
     }
 
+    /// The stages retry a unique violation only on the keys they insert where their read found no row
+    /// (`RacedKeys`): those constraints exist under these names, and a second insert of a seen input
+    /// names its key's constraint.
+    func testRacedKeysNameTheSchemasConstraints() throws {
+        let db = try migratedDatabase()
+        let names = Set(try db.query("SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u')").map { try $0.string("conname") })
+        XCTAssertEqual(RacedKeys.constraints.subtracting(names), [])
+        let seen = DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:race")
+        try db.transaction { try DedupeStore($0).record(firstSeen: [seen], repeated: [:]) }
+        XCTAssertThrowsError(try db.transaction { try DedupeStore($0).record(firstSeen: [seen], repeated: [:]) }) { error in
+            XCTAssertEqual((error as? PGError)?.sqlState, "23505")
+            XCTAssertEqual((error as? PGError)?.constraint, "seen_events_pkey")
+        }
+    }
+
     func testStatesGrantsAndUserMembershipReadBack() throws {
         let db = try migratedDatabase()
         let store = MembershipStore(db)

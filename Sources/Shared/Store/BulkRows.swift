@@ -104,6 +104,15 @@ struct BulkRows<Row: BulkRow> {
     }
 }
 
+/// The keys the stages insert plainly because their batch read found no row: a unique violation on one
+/// of these means another transaction wrote the key meanwhile, and the batch's retry reads it. Any other
+/// unique violation (the ledger's change identity above all) is a refusal that no retry changes.
+public enum RacedKeys {
+    public static let constraints: Set<String> = [
+        "purchases_pkey", "transaction_aliases_pkey", "seen_events_pkey", "subscriptions_pkey", "grants_pkey",
+    ]
+}
+
 /// A row that knows whether its key is in its table: the stage read (and, for states, locked) every row
 /// its batch changes, in the batch's transaction.
 protocol StoredRow: BulkRow {

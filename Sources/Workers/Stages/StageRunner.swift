@@ -259,16 +259,18 @@ public enum StageFailure {
 
     /// PostgreSQL: a lost connection is an outage; a value the server rejects (class 22 data
     /// exception, 23 integrity violation) or cannot be sent will never succeed for that record;
-    /// conflicts (40xxx) and everything else may pass on a retry. A unique violation is a conflict
-    /// too: stages insert rows their batch's reads did not find, so another transaction wrote the
-    /// same key meanwhile, and the retry reads it (should it recur, the retries end in a dead letter).
+    /// conflicts (40xxx) and everything else may pass on a retry. A unique violation on a key a stage
+    /// inserts because its batch's read found none (`RacedKeys`) is a conflict too: another transaction
+    /// wrote the key meanwhile, and the retry reads it.
     static func classify(_ error: PGError) -> ConsumerLoopMachine.Failure {
         switch error.kind {
         case .connection: return .infrastructure(error.description)
         case .invalidParameter, .decoding: return .permanent(kind: "database_rejected", reason: error.description)
         case .server:
             let state = error.sqlState ?? ""
-            if error.isUniqueViolation { return .retryable(error.description) }
+            if error.isUniqueViolation, let constraint = error.constraint, RacedKeys.constraints.contains(constraint) {
+                return .retryable(error.description)
+            }
             if state.hasPrefix("22") || state.hasPrefix("23") { return .permanent(kind: "database_rejected", reason: error.description) }
             // 57014: our statement_timeout cancelled it (a hung or overloaded server), not the record's fault.
             // 53: out of disk, memory or connections; 58: I/O errors; 25006: a read-only server (a full
