@@ -149,6 +149,18 @@ final class StoreRepositoryTests: PGTestCase {
         XCTAssertEqual(try OutboxStore(db).unordered(limit: 500).count, 110)
         XCTAssertEqual(try MembershipQueries(db).groupMemberships(ofUser: "u-m0").sorted { $0.group < $1.group },
                        memberships.sorted { $0.group < $1.group })
+
+        // Rows the stage believes stored are updated, and written again if they went missing.
+        try db.execute("DELETE FROM grants WHERE subscription_key = 's-m7'")
+        var changed = states[7]
+        changed.granted["p-1"] = Interval(startMs: 1_000, endMs: 9_999)
+        try db.transaction { db in
+            try MembershipStore(db).saveStates([SubscriptionRow(changed, json: changed.json, isStored: true)])
+            try MembershipStore(db).saveGrants([GrantRow(subscriptionKey: "s-m7", purchaseId: "p-1", userId: changed.userId, grant: grant(),
+                                                         granted: changed.granted["p-1"], isStored: true)])
+        }
+        XCTAssertEqual(try MembershipQueries(db).subscription("s-m7"), changed)
+        XCTAssertEqual(try FinanceReads(db).transactions(fromMs: 0, toMs: 10_000).first { $0.subscriptionKey == "s-m7" }?.grantedEndMs, 9_999)
     }
 
     /// The stages retry a unique violation only on the keys they insert where their read found no row

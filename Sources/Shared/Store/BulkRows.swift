@@ -146,21 +146,21 @@ extension BulkRows {
 }
 
 extension BulkRows where Row: StoredRow {
-    /// Writes `rows` into `table`, deferred: a plain insert of the new keys (`insert`) and one update of
-    /// the stored ones, stamping `updated_at`. Not an upsert, which probes each unique index once more per row and logs
-    /// a confirmation (~1.6 times an insert's cost, issue 14). A key another transaction inserted meanwhile
-    /// fails the insert with a unique violation, which the stage retries (`StageRunner.classify`).
+    /// Writes `rows` into `table`, deferred: the new keys with a plain insert (`insert`, COPY for large
+    /// batches), the stored ones with one upsert on `key`, stamping `updated_at`. An upsert of a new row
+    /// probes each unique index once more and logs a confirmation (~1.6 times an insert's cost, issue 14),
+    /// so new rows skip it; for a stored row it costs what an update does, and a row the stage believes
+    /// stored but that is missing (removed by hand, a partial restore) is written again, not lost. A new
+    /// key another transaction inserted meanwhile fails the insert with a unique violation, which the
+    /// stage retries (`RacedKeys`).
     static func write(_ rows: [Row], into table: String, key: [String], on db: PGConnection) throws {
         try insert(rows.filter { !$0.isStored }, into: table, on: db)
-        let updated = rows.filter(\.isStored)
-        guard !updated.isEmpty else { return }
-        let name = SQL(unsafeSQL: table)
-        let columns = Row.columns.indices.map { (name: Row.columns[$0].name, field: "t.c\($0)") }
-        let assignments = columns.filter { !key.contains($0.name) }.map { "\($0.name) = \($0.field)" }
-        let matches = columns.filter { key.contains($0.name) }.map { "r.\($0.name) = \($0.field)" }
+        let stored = rows.filter(\.isStored)
+        guard !stored.isEmpty else { return }
         try db.executeDeferred("""
-            UPDATE \(fragment: name) r SET \(unsafeSQL: assignments.joined(separator: ", ")), updated_at = now()
-            FROM \(fragment: BulkRows(updated).recordset("t")) WHERE \(unsafeSQL: matches.joined(separator: " AND "))
+            INSERT INTO \(unsafeSQL: table) (\(fragment: columnList))
+            SELECT \(fragment: fields("t")) FROM \(fragment: BulkRows(stored).recordset("t"))
+            ON CONFLICT (\(unsafeSQL: key.joined(separator: ", "))) DO UPDATE SET \(fragment: updateList(excluding: Set(key))), updated_at = now()
             """)
     }
 }
