@@ -277,7 +277,7 @@ public struct OfferEligibility: Sendable {
                 defer { previous = purchase }
                 guard purchase.promotionalOfferId == offerId else { continue }
                 if let previous, previous.promotionalOfferId == offerId, Self.renews(previous, with: purchase),
-                   redemptionEndsMs.map({ purchase.startMs < $0 - Self.dayMs }) ?? true {
+                   redemptionEndsMs.map({ purchase.startMs < $0 - CivilDate.dayMs }) ?? true {
                     continue
                 }
                 count += 1
@@ -287,12 +287,10 @@ public struct OfferEligibility: Sendable {
         return count
     }
 
-    static let dayMs = CivilDate.dayMs
-
     /// Whether `next` starts within a day of the end of `previous`'s period.
     static func renews(_ previous: OfferPurchase, with next: OfferPurchase) -> Bool {
         guard let end = previous.endMs else { return false }
-        return next.startMs >= end.saturatingSubtracting(dayMs) && next.startMs <= end.saturatingAdding(dayMs)
+        return next.startMs >= end.saturatingSubtracting(CivilDate.dayMs) && next.startMs <= end.saturatingAdding(CivilDate.dayMs)
     }
 }
 

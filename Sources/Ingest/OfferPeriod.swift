@@ -8,15 +8,14 @@ import Domain
 enum OfferPeriod {
     static func endMs(adding period: String, to startMs: Int64) -> Int64? {
         guard let (months, days) = parse(period) else { return nil }
-        let dayMs = CivilDate.dayMs
-        let day = startMs.floorDivided(by: dayMs)
+        let day = startMs.floorDivided(by: CivilDate.dayMs)
         let (year, month, dayOfMonth) = CivilDate.date(days: day)
         let monthIndex = year * 12 + (month - 1) + months
         let (newYear, newMonth) = (monthIndex.floorDivided(by: 12), monthIndex.floorModulo(12) + 1)
         let monthStart = CivilDate.days(year: newYear, month: newMonth, day: 1)
         let nextMonthStart = CivilDate.days(year: newMonth == 12 ? newYear + 1 : newYear, month: newMonth == 12 ? 1 : newMonth + 1, day: 1)
         let landed = monthStart + min(dayOfMonth, nextMonthStart - monthStart) - 1 + days
-        return landed.saturatingMultiplied(by: dayMs).saturatingAdding(startMs.floorModulo(dayMs))
+        return landed.saturatingMultiplied(by: CivilDate.dayMs).saturatingAdding(startMs.floorModulo(CivilDate.dayMs))
     }
 
     /// (months, days) of a `PnYnMnWnD` duration, each part at most four digits, in that order.

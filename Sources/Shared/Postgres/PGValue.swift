@@ -200,11 +200,7 @@ extension String: PGArrayScalar {
 extension Int: PGArrayScalar {
     public static var pgArrayDataType: PGDataType { .int8Array }
     public var pgArrayElementText: String { String(self) }
-    public static func pgArrayValue(_ elements: [Int]) -> PGValue {
-        var array = PGBinaryArray(.int8)
-        for element in elements { array.append(Int64(element)) }
-        return array.pgValue
-    }
+    public static func pgArrayValue(_ elements: [Int]) -> PGValue { Int64.pgArrayValue(elements.map(Int64.init)) }
 }
 
 extension Int64: PGArrayScalar {

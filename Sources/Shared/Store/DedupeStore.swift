@@ -40,7 +40,7 @@ public struct DedupeStore {
     public struct PurchaseRow: StoredRow {
         public var subscriptionKey: String
         public var purchase: KnownPurchase
-        /// Whether its row exists (it was among the purchases the batch read): updated, else inserted.
+        /// Whether its row exists (it was among the purchases the batch read): upserted, else inserted.
         public var isStored: Bool
         /// Its transaction ids that `transaction_aliases` does not hold yet for the subscription.
         public var newAliases: [String]
@@ -99,7 +99,7 @@ public struct DedupeStore {
         Set(try rows.map { SeenEvent(subscriptionKey: try $0.string("subscription_key"), eventKey: try $0.string("event_key")) })
     }
 
-    /// Writes the purchases (`BulkRows.write`: inserts the new, updates the stored) and adds their new
+    /// Writes the purchases (`BulkRows.write`: inserts the new, upserts the stored) and adds their new
     /// aliases (a plain insert too: the stage knows which the table holds).
     public func save(_ purchases: [PurchaseRow]) throws {
         guard !purchases.isEmpty else { return }

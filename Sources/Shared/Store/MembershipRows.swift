@@ -107,7 +107,7 @@ public struct SubscriptionRow: StoredRow {
     public var subscriptionKey: String
     public var userId: String?
     public var state: [UInt8]
-    /// Whether the row exists (its state was loaded for the batch): updated, else inserted.
+    /// Whether the row exists (its state was loaded for the batch): upserted, else inserted.
     public var isStored: Bool
 
     public init(_ state: SubscriptionState, json: [UInt8], isStored: Bool = false) {
@@ -132,7 +132,7 @@ public struct GrantRow: StoredRow {
     public var grant: PurchaseGrant
     /// What was granted of it (the cut-aware interval), if anything.
     public var granted: Interval?
-    /// Whether the row exists (the grant was in the state loaded for the batch): updated, else inserted.
+    /// Whether the row exists (the grant was in the state loaded for the batch): upserted, else inserted.
     public var isStored: Bool
 
     public init(subscriptionKey: String, purchaseId: String, userId: String?, grant: PurchaseGrant, granted: Interval?,

@@ -58,12 +58,12 @@ public struct MembershipStore {
         try BulkRows.insert(rows, into: "membership_outbox", on: db)
     }
 
-    /// Writes the subscriptions' states: inserts the new, updates the stored.
+    /// Writes the subscriptions' states: inserts the new, upserts the stored (`BulkRows.write`).
     public func saveStates(_ rows: [SubscriptionRow]) throws {
         try BulkRows.write(rows, into: "subscriptions", key: ["subscription_key"], on: db)
     }
 
-    /// Writes the finance facts of these purchases: inserts the new, updates the stored.
+    /// Writes the finance facts of these purchases: inserts the new, upserts the stored (`BulkRows.write`).
     public func saveGrants(_ rows: [GrantRow]) throws {
         try BulkRows.write(rows, into: "grants", key: ["subscription_key", "purchase_id"], on: db)
     }

@@ -61,8 +61,6 @@ public struct RenewalStanding: Sendable, Equatable {
 }
 
 public enum SubscriptionMetrics {
-    static let dayMs = CivilDate.dayMs
-
     /// - Parameters:
     ///   - renewals: per subscription key, its latest renewal facts (churn kind).
     ///   - nowMs: entitlements ending after this have not churned yet.
@@ -72,7 +70,7 @@ public enum SubscriptionMetrics {
         // The days a report covers: a period's days outside them are not walked at all (a one-day
         // report over years of history walked every day of every period).
         let firstDayMs = utcDayStartMs(from) ?? Int64.min / 2
-        let afterLastDayMs = (utcDayStartMs(to) ?? Int64.max / 2).saturatingAdding(dayMs)
+        let afterLastDayMs = (utcDayStartMs(to) ?? Int64.max / 2).saturatingAdding(CivilDate.dayMs)
         var rows: [String: MetricsRow] = [:]
         func update(_ day: String, _ environment: String, _ product: String, _ change: (inout MetricsRow) -> Void) {
             guard day >= from, day <= to else { return }
@@ -96,7 +94,7 @@ public enum SubscriptionMetrics {
                     // Converted: the next period is paid and follows the trial (its renewal, a billing
                     // recovery, or a switch made during the trial); a purchase after a lapse is not.
                     let next = list.indices.contains(index + 1) ? list[index + 1] : nil
-                    let converted = next.map { !$0.isFreeTrial && ($0.isRenewal || $0.purchaseMs <= end + dayMs) } ?? false
+                    let converted = next.map { !$0.isFreeTrial && ($0.isRenewal || $0.purchaseMs <= end + CivilDate.dayMs) } ?? false
                     update(utcDay(end), t.environment, t.productId) { row in
                         row.trialsEnded += 1
                         if converted { row.trialsConverted += 1 }
@@ -104,9 +102,9 @@ public enum SubscriptionMetrics {
                 }
                 // Active at the end of each day its granted period covers.
                 if let start = t.grantedStartMs, let end = t.grantedEndMs, end > start {
-                    var dayStart = max(start.floorDivided(by: dayMs) * dayMs, firstDayMs)
+                    var dayStart = max(start.floorDivided(by: CivilDate.dayMs) * CivilDate.dayMs, firstDayMs)
                     while dayStart < min(end, afterLastDayMs) {
-                        let last = dayStart + dayMs - 1
+                        let last = dayStart + CivilDate.dayMs - 1
                         if last >= start && last < end {
                             update(utcDay(dayStart), t.environment, t.productId) { row in
                                 row.activeSubscriptions += 1
@@ -117,7 +115,7 @@ public enum SubscriptionMetrics {
                                 }
                             }
                         }
-                        dayStart += dayMs
+                        dayStart += CivilDate.dayMs
                     }
                 }
             }
