@@ -12,6 +12,7 @@ extension WorkerCommand {
         guard let url = settings.databaseURL else { throw UsageError("the relay needs --database-url or DATABASE_URL") }
         var config = OutboxRelayConfig(kafka: try Environment.kafka(arguments, clientId: "storeledger-relay"), databaseURL: url)
         config.crashAfterPublishFlag = settings.crashFlag
+        if let hours = settings.outboxRetentionHours { config.retention = hours == 0 ? nil : .seconds(Int64(hours) * 3_600) }
         let relay = OutboxRelay(config: config)
         return try runServices(relay, reason: { "waiting for the relay lock or the broker" }, arguments,
                                logger: Logger(component: "worker.relay"))

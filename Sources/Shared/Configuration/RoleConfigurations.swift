@@ -121,6 +121,8 @@ public struct RelayConfiguration: Sendable, Equatable {
     public var databaseURL: String?
     /// Tests only: a file whose presence makes the relay crash after publishing.
     public var crashFlag: String?
+    /// Hours a published outbox row is kept (0: every row); nil: the relay's default.
+    public var outboxRetentionHours: Int?
     public var webhooksPath: String?
 
     public init() {}
@@ -128,6 +130,7 @@ public struct RelayConfiguration: Sendable, Equatable {
     public init(_ reader: inout ConfigurationReader) {
         databaseURL = reader.text(.databaseURL)
         crashFlag = reader.text(.relayCrashFlag)
+        outboxRetentionHours = reader.integer(.outboxRetentionHours).map { Int($0) }
         webhooksPath = reader.text(.webhooks)
     }
 }

@@ -109,6 +109,8 @@ extension Setting {
                                              doc: "Tests only: failpoints stop once the log holds this many crashes.")
     public static let relayCrashFlag = Setting("STORELEDGER_RELAY_CRASH_FLAG", .path, roles: [.relay],
                                                doc: "Tests only: the relay SIGKILLs itself after publishing when this file exists.")
+    public static let outboxRetentionHours = Setting("STORELEDGER_OUTBOX_RETENTION_HOURS", .integer(0...87_600), default: "168", roles: [.relay],
+                                                     doc: "How long a published membership event stays in the outbox, with its finished webhook deliveries and their attempts; 0 keeps them for ever.")
     public static let webhooks = Setting("STORELEDGER_WEBHOOKS", .path, flag: "webhooks", roles: [.webhooks, .dev],
                                          doc: "Webhook endpoints JSON.")
 
@@ -184,7 +186,7 @@ extension Setting {
         maxConnectionsPerAddress, maxConnections, httpIdleTimeoutSeconds, httpBodyTimeoutSeconds, kafkaPropertiesFile, devAPIKey, apiKey,
         kafkaBootstrapServers, databaseURL, logLevel, kafkaSessionTimeoutMs, kafkaFetchWaitMs, kafkaLingerMs, port, catalog,
         pgConnectTimeoutSeconds, pgStatementTimeoutMs, pgPrepareStatements,
-        loopMaxAttempts, loopBaseBackoffMs, loopMaxBackoffMs, failpoint, failpointLog, failpointMax, relayCrashFlag, webhooks,
+        loopMaxAttempts, loopBaseBackoffMs, loopMaxBackoffMs, failpoint, failpointLog, failpointMax, relayCrashFlag, outboxRetentionHours, webhooks,
         signingKeys, signingDefaultKeyId, signingIssuerId, signerMetricsFile, noncesPerHour, offerSignTimeoutMs,
         apiProductionURL, apiSandboxURL, apiKeyId, ingestServerAPI, consumptionConsent, consumptionGrantFullBelowPercent,
         consumptionDeclineFromPercent, consumptionDeclineAfterRefunds, consumptionPolicyName,

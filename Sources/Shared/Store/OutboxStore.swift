@@ -123,6 +123,60 @@ public struct OutboxStore {
             """)
     }
 
+    /// What one `prune` deleted.
+    public struct Pruned: Sendable, Equatable {
+        public var outboxRows = 0
+        public var deliveries = 0
+        public var attempts = 0
+        public init(outboxRows: Int = 0, deliveries: Int = 0, attempts: Int = 0) {
+            self.outboxRows = outboxRows
+            self.deliveries = deliveries
+            self.attempts = attempts
+        }
+    }
+
+    /// Deletes, in one transaction, up to `limit` of the oldest rows published more than `retentionSeconds`
+    /// ago, with their finished webhook deliveries and those deliveries' attempts. The membership events
+    /// topic holds what was published; without this the outbox grows by a row per ledger change for ever.
+    /// Kept: a row not yet published; a row a webhook endpoint has not taken yet (beyond its cursor) while
+    /// that endpoint took rows within the retention (one idle for longer, removed or stopped, holds nothing
+    /// back, and misses what was deleted meanwhile); a row with a delivery still pending (its payload).
+    /// The walk goes in `relay_seq` order and stops at the first row too young, so it reads at most
+    /// `limit` rows whatever the table's size. Endpoints taking rows wait for it (the cursors' lock), so
+    /// none takes a row as it goes; a resend waits for the delivery rows it locks, then finds none.
+    public func prune(retentionSeconds: Int64, limit: Int) throws -> Pruned {
+        try db.transaction { db in
+            try db.execute("LOCK TABLE webhook_cursors IN SHARE ROW EXCLUSIVE MODE")
+            let retention: SQL = "make_interval(secs => \(retentionSeconds)::double precision)"
+            let endpoints = try db.query("SELECT endpoint_id FROM webhook_cursors").map { try $0.string("endpoint_id") }
+            let bound = try db.query("""
+                SELECT least(\(fragment: Self.publishedThrough),
+                             (SELECT min(last_seq) FROM webhook_cursors WHERE updated_at >= now() - \(fragment: retention))) AS bound
+                """).first!.int64("bound")
+            var oldest: [(entryId: Int64, relaySeq: Int64)] = []
+            for row in try db.query("""
+                SELECT entry_id, relay_seq, coalesce(published_at < now() - \(fragment: retention), false) AS expired
+                FROM membership_outbox WHERE relay_seq IS NOT NULL AND relay_seq <= \(bound) ORDER BY relay_seq LIMIT \(limit)
+                """) {
+                guard try row.bool("expired") else { break }
+                oldest.append((try row.int64("entry_id"), try row.int64("relay_seq")))
+            }
+            guard !oldest.isEmpty else { return Pruned() }
+            let pending = Set(try db.query("""
+                SELECT entry_id, status FROM webhook_deliveries
+                WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(oldest.map(\.entryId))) ORDER BY endpoint_id, entry_id FOR UPDATE
+                """).filter { try $0.string("status") == "pending" }.map { try $0.int64("entry_id") })
+            let done = oldest.filter { !pending.contains($0.entryId) }
+            guard !done.isEmpty else { return Pruned() }
+            let ids = done.map(\.entryId)
+            var pruned = Pruned()
+            pruned.attempts = try db.execute("DELETE FROM webhook_attempts WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(ids))")
+            pruned.deliveries = try db.execute("DELETE FROM webhook_deliveries WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(ids))")
+            pruned.outboxRows = try db.execute("DELETE FROM membership_outbox WHERE relay_seq = ANY(\(done.map(\.relaySeq)))")
+            return pruned
+        }
+    }
+
     /// Ordered rows not yet marked published, per partition: after a failure, what may or may not
     /// have reached the topic.
     public func unpublishedCounts() throws -> [Int32: Int] {

@@ -26,6 +26,12 @@ public struct OutboxRelayConfig: Sendable {
     /// Test-only failpoint: when this file exists, the relay removes it and SIGKILLs itself after the
     /// broker acknowledged a round and before marking it published (the window recovery covers).
     public var crashAfterPublishFlag: String?
+    /// How long a published row stays in the outbox (`OutboxStore.prune`); nil keeps every row.
+    public var retention: Duration? = .seconds(7 * 86_400)
+    /// Rows one prune deletes at most (one short transaction), and how often a relay that has caught
+    /// up prunes; a full prune is followed by another at the next idle round, until the backlog is gone.
+    public var pruneBatch = 5_000
+    public var pruneInterval: Duration = .seconds(60)
 
     public init(kafka: KafkaConfig, databaseURL: String) {
         self.kafka = kafka
@@ -91,11 +97,14 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         try recover(db)
         ready.store(true, ordering: .releasing)
         logger.info("relay_started", ["partitions": .of(Int(partitions)), "topic": .string(config.topic)])
+        var nextPrune = ContinuousClock.now
         while !stop.isStopped {
             do {
                 try order(db, partitions: partitions)
                 let published = try publish(db, producer)
-                if published < config.batch { _ = stop.wait(timeout: config.idleWait) }
+                guard published < config.batch else { continue }
+                if ContinuousClock.now >= nextPrune { nextPrune = try prune(db) }
+                _ = stop.wait(timeout: config.idleWait)
             } catch let error as KafkaError {
                 // What landed is unknown: start over from the topic's tail with a fresh producer.
                 logger.warning("relay_publish_failed", ["error": .string(error.description)])
@@ -110,6 +119,25 @@ public final class OutboxRelay: Service, @unchecked Sendable {
             }
         }
         return 0
+    }
+
+    /// Prunes published rows past the retention (when the relay has caught up, so publishing goes
+    /// first) and returns when to prune next. A failure is logged and tried again later: pruning is
+    /// housekeeping, never a reason to stop publishing. A lost connection ends the session as ever.
+    private func prune(_ db: PGConnection) throws -> ContinuousClock.Instant {
+        guard let retention = config.retention else { return .now + .seconds(86_400) }
+        do {
+            let pruned = try OutboxStore(db).prune(retentionSeconds: retention.components.seconds, limit: config.pruneBatch)
+            if pruned.outboxRows > 0 {
+                Metrics.shared.increment("storeledger_relay_pruned_total", by: Double(pruned.outboxRows))
+                logger.info("relay_pruned", ["outbox_rows": .of(pruned.outboxRows), "webhook_deliveries": .of(pruned.deliveries),
+                                             "webhook_attempts": .of(pruned.attempts)])
+            }
+            return pruned.outboxRows >= config.pruneBatch ? .now : .now + config.pruneInterval
+        } catch let error as PGError where error.kind != .connection {
+            logger.warning("relay_prune_failed", ["error": .string(error.description)])
+            return .now + config.pruneInterval
+        }
     }
 
     private func partitionCount() throws -> Int32 {
