@@ -47,37 +47,65 @@ final class OutboxPruneTests: PGTestCase {
         let webhooks = WebhookStore(db)
         XCTAssertEqual(try webhooks.enqueue(endpoint: "crm", start: .beginning), 6)
         let now = try db.query("SELECT (extract(epoch FROM now()) * 1000)::bigint AS ms").first!.int64("ms")
-        // 10 delivered at the second attempt, 20 given up, 30 still to retry, 40 delivered.
-        try webhooks.record(endpoint: "crm", entryId: 10, attempt: 1, atMs: now, durationMs: 1,
-                            outcome: .failed(status: 500, error: "HTTP 500", next: .retry(atMs: now)))
-        try webhooks.record(endpoint: "crm", entryId: 10, attempt: 2, atMs: now, durationMs: 1, outcome: .delivered(status: 204))
-        try webhooks.record(endpoint: "crm", entryId: 20, attempt: 1, atMs: now, durationMs: 1,
+        let longAgo = now - 8 * 86_400_000
+        // 10 delivered at the second attempt and 20 given up, both eight days ago; 30 still to retry;
+        // 40 given up yesterday (resendable for the retention).
+        try webhooks.record(endpoint: "crm", entryId: 10, attempt: 1, atMs: longAgo, durationMs: 1,
+                            outcome: .failed(status: 500, error: "HTTP 500", next: .retry(atMs: longAgo)))
+        try webhooks.record(endpoint: "crm", entryId: 10, attempt: 2, atMs: longAgo, durationMs: 1, outcome: .delivered(status: 204))
+        try webhooks.record(endpoint: "crm", entryId: 20, attempt: 1, atMs: longAgo, durationMs: 1,
                             outcome: .failed(status: nil, error: "timeout", next: .giveUp))
-        try webhooks.record(endpoint: "crm", entryId: 30, attempt: 1, atMs: now, durationMs: 1,
+        try webhooks.record(endpoint: "crm", entryId: 30, attempt: 1, atMs: longAgo, durationMs: 1,
                             outcome: .failed(status: 503, error: "HTTP 503", next: .retry(atMs: now + 60_000)))
-        try webhooks.record(endpoint: "crm", entryId: 40, attempt: 1, atMs: now, durationMs: 1, outcome: .delivered(status: 200))
-        try publish(db, [1, 2, 3, 4], daysAgo: 8)
+        try webhooks.record(endpoint: "crm", entryId: 40, attempt: 1, atMs: now - 86_400_000, durationMs: 1,
+                            outcome: .failed(status: 410, error: "HTTP 410", next: .giveUp))
+        try publish(db, [1, 2, 3, 4], daysAgo: 9)
         try publish(db, [5], daysAgo: 1)   // 6 stays unpublished
 
         let pruned = try OutboxStore(db).prune(retentionSeconds: week, limit: 100)
-        XCTAssertEqual(pruned, OutboxStore.Pruned(outboxRows: 3, deliveries: 3, attempts: 4))
-        XCTAssertEqual(try seqs(db), [3, 5, 6], "3's delivery is pending, 5 is young, 6 is not published")
+        XCTAssertEqual(pruned, OutboxStore.Pruned(outboxRows: 2, deliveries: 2, attempts: 3))
+        XCTAssertEqual(try seqs(db), [3, 4, 5, 6], "3's delivery is pending, 4 was tried yesterday, 5 is young, 6 is not published")
         let deliveries = try db.query("SELECT entry_id FROM webhook_deliveries ORDER BY entry_id").map { try $0.int64("entry_id") }
-        XCTAssertEqual(deliveries, [30, 50, 60])
-        XCTAssertEqual(try webhooks.log(endpoint: "crm").map(\.entryId), [30], "the deleted deliveries' attempts went with them")
+        XCTAssertEqual(deliveries, [30, 40, 50, 60])
+        XCTAssertEqual(try webhooks.log(endpoint: "crm").map(\.entryId), [30, 40], "the deleted deliveries' attempts went with them")
         XCTAssertFalse(try webhooks.resend(endpoint: "crm", entryId: 10), "a deleted delivery cannot be resent")
         XCTAssertEqual(try webhooks.due(endpoint: "crm", nowMs: now + 120_000).map(\.entryId), [30, 50, 60],
                        "what is pending still goes out, with its payload")
         XCTAssertEqual(try OutboxStore(db).prune(retentionSeconds: week, limit: 100), OutboxStore.Pruned(), "nothing more is old enough")
 
-        // Once 30 is delivered its row goes too; the watermark is untouched, so the relay reads on from it.
-        try webhooks.record(endpoint: "crm", entryId: 30, attempt: 2, atMs: now, durationMs: 1, outcome: .delivered(status: 200))
+        // Once 30 is delivered (long ago, for the test) its row goes too; the watermark is untouched.
+        try webhooks.record(endpoint: "crm", entryId: 30, attempt: 2, atMs: longAgo, durationMs: 1, outcome: .delivered(status: 200))
         XCTAssertEqual(try OutboxStore(db).prune(retentionSeconds: week, limit: 100).outboxRows, 1)
-        XCTAssertEqual(try seqs(db), [5, 6])
+        XCTAssertEqual(try seqs(db), [4, 5, 6])
         XCTAssertEqual(try OutboxStore(db).ordered(limit: 10).map(\.relaySeq), [6])
     }
 
-    func testAnEndpointHoldsBackWhatItHasNotTakenWhileItIsAliveAndEachPruneIsBounded() throws {
+    /// Rows a live endpoint still needs do not stop the walk: the next prune goes on after them. An
+    /// endpoint idle for longer than the retention holds nothing, not even its pending deliveries.
+    func testHeldRowsAreWalkedPastAndAnIdleEndpointHoldsNothing() throws {
+        let db = try relaySession()
+        defer { db.close() }
+        for seq in Int64(1)...5 { try outboxRow(db, seq: seq) }
+        XCTAssertEqual(try WebhookStore(db).enqueue(endpoint: "old-crm", start: .beginning, limit: 4), 4, "1–4 pending, 5 not taken")
+        try publish(db, [1, 2, 3, 4, 5], daysAgo: 9)
+        try db.execute("UPDATE webhook_cursors SET last_seq = 5")   // as if it had taken 5 and delivered it
+        let store = OutboxStore(db)
+
+        let first = try store.prune(retentionSeconds: week, limit: 2)
+        XCTAssertEqual(first, OutboxStore.Pruned(walkedTo: 2), "1 and 2 are pending: nothing deleted, the walk goes on after 2")
+        let second = try store.prune(retentionSeconds: week, after: 2, limit: 2)
+        XCTAssertEqual(second, OutboxStore.Pruned(walkedTo: 4))
+        XCTAssertEqual(try store.prune(retentionSeconds: week, after: 4, limit: 2), OutboxStore.Pruned(outboxRows: 1),
+                       "5 has no delivery; the walk reached the end")
+        XCTAssertEqual(try seqs(db), [1, 2, 3, 4])
+
+        // The endpoint was renamed: its deliverer takes nothing any more.
+        try db.execute("UPDATE webhook_cursors SET updated_at = now() - make_interval(days => 8)")
+        XCTAssertEqual(try store.prune(retentionSeconds: week, limit: 100), OutboxStore.Pruned(outboxRows: 4, deliveries: 4))
+        XCTAssertEqual(try seqs(db), [])
+    }
+
+    func testAnEndpointHoldsBackWhatItHasNotTakenWhileItIsAliveAndAPruneDeletesAtMostItsLimit() throws {
         let db = try relaySession()
         defer { db.close() }
         for seq in Int64(1)...2 { try outboxRow(db, seq: seq) }

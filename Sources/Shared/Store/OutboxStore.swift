@@ -123,29 +123,36 @@ public struct OutboxStore {
             """)
     }
 
-    /// What one `prune` deleted.
+    /// What one `prune` deleted, and how far its walk went.
     public struct Pruned: Sendable, Equatable {
         public var outboxRows = 0
         public var deliveries = 0
         public var attempts = 0
-        public init(outboxRows: Int = 0, deliveries: Int = 0, attempts: Int = 0) {
+        /// The last row the walk read when it read `limit` rows, all old enough: the next prune goes on
+        /// after it (rows still held stay behind). nil when the walk reached a younger row or the end.
+        public var walkedTo: Int64?
+        public init(outboxRows: Int = 0, deliveries: Int = 0, attempts: Int = 0, walkedTo: Int64? = nil) {
             self.outboxRows = outboxRows
             self.deliveries = deliveries
             self.attempts = attempts
+            self.walkedTo = walkedTo
         }
     }
 
-    /// Deletes, in one transaction, up to `limit` of the oldest rows published more than `retentionSeconds`
-    /// ago, with their finished webhook deliveries and those deliveries' attempts. The membership events
-    /// topic holds what was published; without this the outbox grows by a row per ledger change for ever.
-    /// Kept: a row not yet published; a row a webhook endpoint has not taken yet (beyond its cursor) while
-    /// that endpoint took rows within the retention (one idle for longer, removed or stopped, holds nothing
-    /// back, and misses what was deleted meanwhile); a row with a delivery still pending (its payload).
-    /// The walk goes in `relay_seq` order and stops at the first row too young, so it reads at most
-    /// `limit` rows whatever the table's size. Endpoints taking rows wait for it (the cursors' lock), so
-    /// none takes a row as it goes; a resend waits for the delivery rows it locks, then finds none.
-    public func prune(retentionSeconds: Int64, limit: Int) throws -> Pruned {
+    /// Deletes, in one transaction, the rows among the next `limit` after `after` (in `relay_seq` order)
+    /// published more than `retentionSeconds` ago, with their webhook deliveries and those deliveries'
+    /// attempts. The membership events topic holds what was published; without this the outbox grows by
+    /// a row per ledger change for ever. Kept, for a live endpoint (one whose deliverer took rows within
+    /// the retention): a row it has not taken yet (beyond its cursor), a row whose delivery to it is
+    /// pending, and a row with an attempt within the retention (a given-up delivery stays resendable that
+    /// long). An endpoint idle for longer (removed, renamed or stopped) holds nothing back, and misses
+    /// what was deleted meanwhile. Rows not yet published are never read: the walk stops at the first
+    /// row too young, so it reads at most `limit` rows whatever the table's size. Endpoints taking rows
+    /// wait for it (the cursors' lock; at most a second here, else this prune is skipped), so none takes
+    /// a row as it goes; a resend waits for the delivery rows it locks, then finds none.
+    public func prune(retentionSeconds: Int64, after: Int64 = 0, limit: Int) throws -> Pruned {
         try db.transaction { db in
+            try db.execute("SET LOCAL lock_timeout = '1s'")
             try db.execute("LOCK TABLE webhook_cursors IN SHARE ROW EXCLUSIVE MODE")
             let retention: SQL = "make_interval(secs => \(retentionSeconds)::double precision)"
             let endpoints = try db.query("SELECT endpoint_id FROM webhook_cursors").map { try $0.string("endpoint_id") }
@@ -153,23 +160,27 @@ public struct OutboxStore {
                 SELECT least(\(fragment: Self.publishedThrough),
                              (SELECT min(last_seq) FROM webhook_cursors WHERE updated_at >= now() - \(fragment: retention))) AS bound
                 """).first!.int64("bound")
-            var oldest: [(entryId: Int64, relaySeq: Int64)] = []
-            for row in try db.query("""
+            let walk = try db.query("""
                 SELECT entry_id, relay_seq, coalesce(published_at < now() - \(fragment: retention), false) AS expired
-                FROM membership_outbox WHERE relay_seq IS NOT NULL AND relay_seq <= \(bound) ORDER BY relay_seq LIMIT \(limit)
-                """) {
+                FROM membership_outbox WHERE relay_seq IS NOT NULL AND relay_seq > \(after) AND relay_seq <= \(bound)
+                ORDER BY relay_seq LIMIT \(limit)
+                """)
+            var expired: [(entryId: Int64, relaySeq: Int64)] = []
+            for row in walk {
                 guard try row.bool("expired") else { break }
-                oldest.append((try row.int64("entry_id"), try row.int64("relay_seq")))
+                expired.append((try row.int64("entry_id"), try row.int64("relay_seq")))
             }
-            guard !oldest.isEmpty else { return Pruned() }
-            let pending = Set(try db.query("""
-                SELECT entry_id, status FROM webhook_deliveries
-                WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(oldest.map(\.entryId))) ORDER BY endpoint_id, entry_id FOR UPDATE
-                """).filter { try $0.string("status") == "pending" }.map { try $0.int64("entry_id") })
-            let done = oldest.filter { !pending.contains($0.entryId) }
-            guard !done.isEmpty else { return Pruned() }
+            var pruned = Pruned(walkedTo: expired.count == limit ? expired.last?.relaySeq : nil)
+            guard !expired.isEmpty else { return pruned }
+            let held = Set(try db.query("""
+                SELECT d.entry_id, (d.status = 'pending' OR coalesce(d.last_attempt_at >= now() - \(fragment: retention), false)) AS needed
+                FROM webhook_deliveries d JOIN webhook_cursors c ON c.endpoint_id = d.endpoint_id
+                WHERE d.endpoint_id = ANY(\(endpoints)) AND d.entry_id = ANY(\(expired.map(\.entryId))) AND c.updated_at >= now() - \(fragment: retention)
+                ORDER BY d.endpoint_id, d.entry_id FOR UPDATE OF d
+                """).filter { try $0.bool("needed") }.map { try $0.int64("entry_id") })
+            let done = expired.filter { !held.contains($0.entryId) }
+            guard !done.isEmpty else { return pruned }
             let ids = done.map(\.entryId)
-            var pruned = Pruned()
             pruned.attempts = try db.execute("DELETE FROM webhook_attempts WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(ids))")
             pruned.deliveries = try db.execute("DELETE FROM webhook_deliveries WHERE endpoint_id = ANY(\(endpoints)) AND entry_id = ANY(\(ids))")
             pruned.outboxRows = try db.execute("DELETE FROM membership_outbox WHERE relay_seq = ANY(\(done.map(\.relaySeq)))")

@@ -28,8 +28,8 @@ public struct OutboxRelayConfig: Sendable {
     public var crashAfterPublishFlag: String?
     /// How long a published row stays in the outbox (`OutboxStore.prune`); nil keeps every row.
     public var retention: Duration? = .seconds(7 * 86_400)
-    /// Rows one prune deletes at most (one short transaction), and how often a relay that has caught
-    /// up prunes; a full prune is followed by another at the next idle round, until the backlog is gone.
+    /// Rows one prune reads at most (one short transaction), and how often a relay that has caught up
+    /// prunes; a walk that read that many old rows is followed by another at the next idle round.
     public var pruneBatch = 5_000
     public var pruneInterval: Duration = .seconds(60)
 
@@ -97,13 +97,13 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         try recover(db)
         ready.store(true, ordering: .releasing)
         logger.info("relay_started", ["partitions": .of(Int(partitions)), "topic": .string(config.topic)])
-        var nextPrune = ContinuousClock.now
+        var prunes = PruneSchedule()
         while !stop.isStopped {
             do {
                 try order(db, partitions: partitions)
                 let published = try publish(db, producer)
                 guard published < config.batch else { continue }
-                if ContinuousClock.now >= nextPrune { nextPrune = try prune(db) }
+                if ContinuousClock.now >= prunes.next { try prune(db, &prunes) }
                 _ = stop.wait(timeout: config.idleWait)
             } catch let error as KafkaError {
                 // What landed is unknown: start over from the topic's tail with a fresh producer.
@@ -121,22 +121,30 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         return 0
     }
 
+    /// Where the next prune starts and when. A prune that read a full walk goes on at the next idle
+    /// round after the last row it read, past rows still held; one that reached a younger row starts
+    /// again from the oldest a minute later (held rows may have been freed meanwhile).
+    struct PruneSchedule {
+        var next = ContinuousClock.now
+        var after: Int64 = 0
+    }
+
     /// Prunes published rows past the retention (when the relay has caught up, so publishing goes
-    /// first) and returns when to prune next. A failure is logged and tried again later: pruning is
-    /// housekeeping, never a reason to stop publishing. A lost connection ends the session as ever.
-    private func prune(_ db: PGConnection) throws -> ContinuousClock.Instant {
-        guard let retention = config.retention else { return .now + .seconds(86_400) }
+    /// first). A failure is logged and tried again later: pruning is housekeeping, never a reason to
+    /// stop publishing. A lost connection ends the session as ever.
+    private func prune(_ db: PGConnection, _ schedule: inout PruneSchedule) throws {
+        guard let retention = config.retention else { return schedule.next = .now + .seconds(86_400) }
         do {
-            let pruned = try OutboxStore(db).prune(retentionSeconds: retention.components.seconds, limit: config.pruneBatch)
+            let pruned = try OutboxStore(db).prune(retentionSeconds: retention.components.seconds, after: schedule.after, limit: config.pruneBatch)
             if pruned.outboxRows > 0 {
                 Metrics.shared.increment("storeledger_relay_pruned_total", by: Double(pruned.outboxRows))
                 logger.info("relay_pruned", ["outbox_rows": .of(pruned.outboxRows), "webhook_deliveries": .of(pruned.deliveries),
                                              "webhook_attempts": .of(pruned.attempts)])
             }
-            return pruned.outboxRows >= config.pruneBatch ? .now : .now + config.pruneInterval
+            schedule = pruned.walkedTo.map { PruneSchedule(next: .now, after: $0) } ?? PruneSchedule(next: .now + config.pruneInterval)
         } catch let error as PGError where error.kind != .connection {
             logger.warning("relay_prune_failed", ["error": .string(error.description)])
-            return .now + config.pruneInterval
+            schedule = PruneSchedule(next: .now + config.pruneInterval)
         }
     }
 
