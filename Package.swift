@@ -77,7 +77,7 @@ let package = Package(
         .testTarget(name: "AuthTests", dependencies: ["Auth", "Crypto"], path: "Tests/AuthTests", swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests", swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["TestSupport", "Postgres"], path: "Tests/PostgresTests", swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Postgres", "Domain", "Kafka", "Stages", "AppStoreServerAPI", "Runtime"], path: "Tests/StoreTests", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["TestSupport", "Store", "Postgres", "Domain", "Kafka", "Stages", "AppStoreServerAPI", "Runtime", "HTTPServer"], path: "Tests/StoreTests", swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["TestSupport", "Crypto"], path: "Tests/CryptoTests", swiftSettings: strict),
         .testTarget(name: "SupportTests", dependencies: ["TestSupport", "Ingest", "Store", "Auth", "Crypto", "Domain", "Kafka", "HTTPServer"], path: "Tests/SupportTests", swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Runtime"], path: "Tests/HTTPServerTests", swiftSettings: strict),

@@ -5,7 +5,7 @@ import Store
 /// Webhook endpoints, from the JSON file named by `Setting.webhooks` (docs/events.md, "Webhooks"):
 ///
 ///     {"endpoints": [{"id": "crm", "url": "https://crm.example/hooks/storeledger",
-///                     "secretEnv": "CRM_WEBHOOK_SECRET", "timeoutMs": 5000}],
+///                     "secretEnv": "CRM_WEBHOOK_SECRET", "timeoutMs": 5000, "concurrency": 8}],
 ///      "retry": {"baseDelayMs": 10000, "maxDelayMs": 3600000, "giveUpAfterMs": 259200000}}
 ///
 /// The signing secret comes from an environment variable (`secretEnv`) or a file (`secretFile`),
@@ -17,16 +17,20 @@ public struct WebhookConfig: Sendable {
         public var timeout: Duration
         /// Where a new endpoint starts: the events from now on (default) or every event written.
         public var start: WebhookStore.Start
+        /// POSTs in flight at once, each the oldest pending event of a different user (per-user order holds).
+        public var concurrency: Int
         /// The signing secret: keep it out of logs (`description` leaves it out).
         let secret: [UInt8]
         public var description: String { "\(id) -> \(url.absoluteString)" }
 
-        public init(id: String, url: URL, secret: [UInt8], timeout: Duration = .seconds(5), start: WebhookStore.Start = .now) {
+        public init(id: String, url: URL, secret: [UInt8], timeout: Duration = .seconds(5), start: WebhookStore.Start = .now,
+                    concurrency: Int = 8) {
             self.id = id
             self.url = url
             self.secret = secret
             self.timeout = timeout
             self.start = start
+            self.concurrency = concurrency
         }
     }
 
@@ -46,6 +50,7 @@ public struct WebhookConfig: Sendable {
             var secretFile: String?
             var timeoutMs: Int?
             var startAt: String?
+            var concurrency: Int?
         }
         var endpoints: [Entry]
         var retry: WebhookRetryPolicy?
@@ -82,8 +87,10 @@ public struct WebhookConfig: Sendable {
             if !(100...60_000).contains(timeoutMs) { problems.append("endpoint \(entry.id): timeoutMs must be 100...60000") }
             let start = WebhookStore.Start(rawValue: entry.startAt ?? "now")
             if start == nil { problems.append("endpoint \(entry.id): startAt must be now or beginning") }
+            let concurrency = entry.concurrency ?? 8
+            if !(1...64).contains(concurrency) { problems.append("endpoint \(entry.id): concurrency must be 1...64") }
             endpoints.append(Endpoint(id: entry.id, url: url, secret: Array(secret.utf8), timeout: .milliseconds(timeoutMs),
-                                      start: start ?? .now))
+                                      start: start ?? .now, concurrency: concurrency))
         }
         let retry = file.retry ?? WebhookRetryPolicy()
         if retry.baseDelayMs < 1 || retry.maxDelayMs < retry.baseDelayMs || retry.giveUpAfterMs < 1 {

@@ -102,8 +102,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                 }
                 try store.enqueue(endpoint: endpoint.id, start: endpoint.start)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
-                for delivery in due where !stop.isStopped {
-                    try attempt(delivery, endpoint, signer, store)
+                for sent in post(due, endpoint, signer, until: stop) {
+                    try record(sent, endpoint, store)
                 }
                 if due.isEmpty { _ = stop.wait(timeout: idleWait) }
             } catch let error as PGError {
@@ -115,8 +115,55 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         }
     }
 
-    private func attempt(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
-                         _ store: WebhookStore) throws {
+    /// One POST made: what was sent, when, and what came back.
+    struct Sent: Sendable {
+        var delivery: WebhookStore.Due
+        var startedMs: Int64
+        var endedMs: Int64
+        var result: Result<Int, WebhookHTTPFailure>
+    }
+
+    /// POSTs a round's deliveries, `endpoint.concurrency` at a time, and returns those made, in the
+    /// round's order. Each is the oldest pending event of a different user (`WebhookStore.due`), so
+    /// sending them side by side keeps per-user order; a slow receiver then costs a round its slowest
+    /// answers, not the sum of them. A stop lets the POSTs under way finish and starts no more.
+    private func post(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
+                      until stop: StopSignal) -> [Sent] {
+        guard !due.isEmpty else { return [] }
+        let round = Round(count: due.count)
+        let done = DispatchGroup()
+        // Threads of their own: each blocks on its answer, which GCD's pool must not run out of.
+        for _ in 0..<min(endpoint.concurrency, due.count) {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                while !stop.isStopped, let index = round.take() {
+                    round.put(Self.send(due[index], endpoint, signer), at: index)
+                }
+            }
+        }
+        done.wait()
+        return round.made()
+    }
+
+    /// One round's POSTs as the sending threads share them: the next to make, and those made.
+    private final class Round: Sendable {
+        private let count: Int
+        private let next = Atomic<Int>(0)
+        private let slots: Mutex<[Sent?]>
+        init(count: Int) {
+            self.count = count
+            slots = Mutex(Array(repeating: nil, count: count))
+        }
+        func take() -> Int? {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            return index < count ? index : nil
+        }
+        func put(_ sent: Sent, at index: Int) { slots.withLock { $0[index] = sent } }
+        func made() -> [Sent] { slots.withLock { $0.compactMap { $0 } } }
+    }
+
+    private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner) -> Sent {
         let startedMs = currentTimeMs()
         var request = URLRequest(url: endpoint.url, timeoutInterval: Double(endpoint.timeout.milliseconds) / 1000)
         request.httpMethod = "POST"
@@ -127,24 +174,28 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         request.setValue(delivery.eventType, forHTTPHeaderField: "StoreLedger-Event-Type")
         request.setValue("StoreLedger-Webhooks/1", forHTTPHeaderField: "User-Agent")
         let result = WebhookHTTP.post(request, timeout: endpoint.timeout)
-        let endedMs = currentTimeMs()
-        let attempt = delivery.attempts + 1
+        return Sent(delivery: delivery, startedMs: startedMs, endedMs: currentTimeMs(), result: result)
+    }
+
+    /// Logs one POST's attempt and moves its delivery on (delivered, retry at, or given up).
+    private func record(_ sent: Sent, _ endpoint: WebhookConfig.Endpoint, _ store: WebhookStore) throws {
+        let delivery = sent.delivery
         let outcome: WebhookStore.Outcome
-        switch result {
+        switch sent.result {
         case .success(let status) where (200..<300).contains(status):
             outcome = .delivered(status: status)
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "delivered"])
         case .success(let status):
             outcome = .failed(status: status, error: "HTTP \(status)",
-                              next: delivery.afterFailure(config.retry, startedMs: startedMs, endedMs: endedMs))
+                              next: delivery.afterFailure(config.retry, startedMs: sent.startedMs, endedMs: sent.endedMs))
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         case .failure(let error):
             outcome = .failed(status: nil, error: error.reason,
-                              next: delivery.afterFailure(config.retry, startedMs: startedMs, endedMs: endedMs))
+                              next: delivery.afterFailure(config.retry, startedMs: sent.startedMs, endedMs: sent.endedMs))
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         }
-        try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: attempt, atMs: startedMs,
-                         durationMs: Int(endedMs - startedMs), outcome: outcome)
+        try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: delivery.attempts + 1, atMs: sent.startedMs,
+                         durationMs: Int(sent.endedMs - sent.startedMs), outcome: outcome)
     }
 }
 
