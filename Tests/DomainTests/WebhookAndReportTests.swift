@@ -145,6 +145,34 @@ final class WebhookAndReportTests: XCTestCase {
     }
 
     /// The report routes and the CLI accept only real calendar days (the operator route checks them at the edge).
+    /// A family member's access (FAMILY_SHARED) is no sale: the organizer's purchase is the one Apple pays
+    /// for. It shows in the reconciliation only when revoked, and never in the metrics.
+    func testAFamilyMembersAccessIsNoSaleAndCountsOnlyWhenRevoked() {
+        let organizer = FinanceTransaction(subscriptionKey: "o", purchaseId: "p", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                           environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 30 * day, priceMilli: 9_990,
+                                           currency: "USD", durationDays: 30, grantedStartMs: jan1, grantedEndMs: jan1 + 30 * day)
+        var member = FinanceTransaction(subscriptionKey: "m", purchaseId: "q", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
+                                        environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 30 * day, priceMilli: 9_990,
+                                        currency: "USD", durationDays: 30, grantedStartMs: jan1, grantedEndMs: jan1 + 10 * day,
+                                        isFamilyShared: true)
+        member.cancellationMs = jan1 + 10 * day
+        member.cutKind = "revoke"
+        let rows = Reconciliation.rows([organizer, member], from: "2025-01-01", to: "2025-01-31")
+        XCTAssertEqual(rows.count, 2)
+        XCTAssertEqual(rows[0].day, "2025-01-01")
+        XCTAssertEqual(rows[0].purchases, 1, "the organizer's purchase only")
+        XCTAssertEqual(rows[0].grossMilli, 9_990)
+        XCTAssertEqual(rows[1].day, "2025-01-11")
+        XCTAssertEqual(rows[1].revocations, 1)
+        XCTAssertEqual(rows[1].purchases, 0)
+        XCTAssertEqual(rows[1].grossMilli, 0)
+
+        let metrics = SubscriptionMetrics.rows([organizer, member], renewals: [:], from: "2025-01-05", to: "2025-01-05", nowMs: jan1 + 40 * day)
+        XCTAssertEqual(metrics.count, 1)
+        XCTAssertEqual(metrics.first?.activeSubscriptions, 1, "the member's access is no paid subscription")
+        XCTAssertEqual(metrics.first?.mrrMilli, ["USD": 9_990])
+    }
+
     func testUTCDayStartAcceptsOnlyRealCalendarDays() {
         XCTAssertEqual(utcDayStartMs("1970-01-01"), 0)
         XCTAssertEqual(utcDayStartMs("2025-01-01"), 1_735_689_600_000)

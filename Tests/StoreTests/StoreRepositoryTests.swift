@@ -178,6 +178,25 @@ final class StoreRepositoryTests: PGTestCase {
         }
     }
 
+    /// The finance facts say which purchases are a family member's access (Apple's `inAppOwnershipType`
+    /// in the purchase's merged facts): those are no sale.
+    func testFinanceReadsAFamilyMembersAccessFromThePurchaseFacts() throws {
+        let db = try migratedDatabase()
+        try db.transaction { db in
+            try MembershipStore(db).saveGrants(["p-shared", "p-bought", "p-unknown"].map {
+                GrantRow(subscriptionKey: "s-1", purchaseId: $0, userId: "u-1", grant: grant($0), granted: nil)
+            })
+        }
+        try db.execute("""
+            INSERT INTO purchases (subscription_key, purchase_id, state) VALUES
+                ('s-1', 'p-shared', '{"facts": {"inAppOwnershipType": "FAMILY_SHARED"}}'),
+                ('s-1', 'p-bought', '{"facts": {"inAppOwnershipType": "PURCHASED"}}')
+            """)
+        let shared = try FinanceReads(db).transactions(fromMs: 0, toMs: 10_000).map { ($0.purchaseId, $0.isFamilyShared) }
+        XCTAssertEqual(shared.map(\.0), ["p-bought", "p-shared", "p-unknown"])
+        XCTAssertEqual(shared.map(\.1), [false, true, false], "only FAMILY_SHARED; no facts (V1 only) is a sale")
+    }
+
     func testStatesGrantsAndUserMembershipReadBack() throws {
         let db = try migratedDatabase()
         let store = MembershipStore(db)

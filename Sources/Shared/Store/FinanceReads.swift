@@ -23,8 +23,10 @@ public struct FinanceReads {
             SELECT subscription_key, purchase_id, product_id, coalesce(product_kind, 'unknown') AS product_kind, group_id, environment,
                    purchase_ms, expires_ms, cancellation_ms, cut_kind, is_trial, is_intro, promotional_offer_id, offer_code_ref_name,
                    offer_type, offer_identifier, offer_discount_type, price_milli, currency, is_renewal, duration_days,
-                   granted_start_ms, granted_end_ms
-            FROM finance_transactions
+                   granted_start_ms, granted_end_ms,
+                   coalesce((SELECT p.state->'facts'->>'inAppOwnershipType' = 'FAMILY_SHARED' FROM purchases p
+                             WHERE p.subscription_key = f.subscription_key AND p.purchase_id = f.purchase_id), false) AS family_shared
+            FROM finance_transactions f
             WHERE \(fragment: counted) AND \(fragment: selected)
             ORDER BY subscription_key, purchase_ms, purchase_id
             """).map { row in
@@ -38,7 +40,8 @@ public struct FinanceReads {
                 offerType: try row.decode("offer_type"), offerIdentifier: try row.decode("offer_identifier"),
                 offerDiscountType: try row.decode("offer_discount_type"), priceMilli: try row.decode("price_milli"),
                 currency: try row.decode("currency"), isRenewal: try row.bool("is_renewal"), durationDays: try row.decode("duration_days"),
-                grantedStartMs: try row.decode("granted_start_ms"), grantedEndMs: try row.decode("granted_end_ms"))
+                grantedStartMs: try row.decode("granted_start_ms"), grantedEndMs: try row.decode("granted_end_ms"),
+                isFamilyShared: try row.bool("family_shared"))
         }
     }
 

@@ -31,6 +31,9 @@ public struct FinanceTransaction: Sendable, Equatable {
     /// What the ledger granted for the purchase.
     public var grantedStartMs: Int64?
     public var grantedEndMs: Int64?
+    /// A family member's access to what the organizer bought (V2 `inAppOwnershipType` FAMILY_SHARED):
+    /// no sale of its own, so it counts in neither the reconciliation's sales nor the metrics.
+    public var isFamilyShared: Bool
 
     /// The days one charge pays for: the product's period, or, for an offer paid up front (one
     /// charge for several periods), the whole period Apple sold.
@@ -46,7 +49,7 @@ public struct FinanceTransaction: Sendable, Equatable {
                 cutKind: String? = nil, isTrial: Bool = false, isIntro: Bool = false, promotionalOfferId: String? = nil,
                 offerCodeRefName: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
                 offerDiscountType: String? = nil, priceMilli: Int64? = nil, currency: String? = nil, isRenewal: Bool = false,
-                durationDays: Int? = nil, grantedStartMs: Int64? = nil, grantedEndMs: Int64? = nil) {
+                durationDays: Int? = nil, grantedStartMs: Int64? = nil, grantedEndMs: Int64? = nil, isFamilyShared: Bool = false) {
         self.subscriptionKey = subscriptionKey
         self.purchaseId = purchaseId
         self.productId = productId
@@ -70,6 +73,7 @@ public struct FinanceTransaction: Sendable, Equatable {
         self.durationDays = durationDays
         self.grantedStartMs = grantedStartMs
         self.grantedEndMs = grantedEndMs
+        self.isFamilyShared = isFamilyShared
     }
 
     public var isFreeTrial: Bool { isTrial || offerDiscountType == "FREE_TRIAL" }
@@ -175,7 +179,9 @@ public func csvField(_ text: String) -> String {
 
 public enum Reconciliation {
     /// Per day, environment, product and currency: purchases and renewals on their purchase day,
-    /// refunds and revocations on the day of the cut. Days outside `[from, to]` are left out.
+    /// refunds and revocations on the day of the cut. Days outside `[from, to]` are left out. A family
+    /// member's access is no sale (Apple pays for the organizer's purchase only): it counts only when
+    /// revoked.
     public static func rows(_ transactions: [FinanceTransaction], from: String, to: String) -> [ReconcileRow] {
         var rows: [String: ReconcileRow] = [:]
         func update(_ day: String, _ t: FinanceTransaction, _ change: (inout ReconcileRow) -> Void) {
@@ -186,7 +192,7 @@ public enum Reconciliation {
             rows[key] = row
         }
         for t in transactions {
-            update(utcDay(t.purchaseMs), t) { row in
+            if !t.isFamilyShared { update(utcDay(t.purchaseMs), t) { row in
                 if t.isRenewal { row.renewals += 1 } else { row.purchases += 1 }
                 if t.isFreeTrial { row.freeTrials += 1 }
                 if t.isIntroPrice {
@@ -200,7 +206,7 @@ public enum Reconciliation {
                 if let code = t.offerCode { row.offerCodes[code, default: 0] += 1 }
                 if t.isWinBack { row.winBackOffers += 1 }
                 row.grossMilli = row.grossMilli.saturatingAdding(t.priceMilli ?? 0)
-            }
+            } }
             if let cut = t.cancellationMs, t.cutKind == "refund" || t.cutKind == "revoke" {
                 update(utcDay(cut), t) { row in
                     if t.cutKind == "refund" {

@@ -66,7 +66,8 @@ public enum SubscriptionMetrics {
     ///   - nowMs: entitlements ending after this have not churned yet.
     public static func rows(_ all: [FinanceTransaction], renewals: [String: RenewalStanding], from: String, to: String,
                             nowMs: Int64) -> [MetricsRow] {
-        let transactions = all.filter { $0.productKind == ProductKind.autoRenewable.rawValue }
+        // A family member's access is no paid subscription of its own (FinanceTransaction.isFamilyShared).
+        let transactions = all.filter { $0.productKind == ProductKind.autoRenewable.rawValue && !$0.isFamilyShared }
         // The days a report covers: a period's days outside them are not walked at all (a one-day
         // report over years of history walked every day of every period).
         let firstDayMs = utcDayStartMs(from) ?? Int64.min / 2
