@@ -17,8 +17,9 @@ public struct WebhookConfig: Sendable {
         public var timeout: Duration
         /// Where a new endpoint starts: the events from now on (default) or every event written.
         public var start: WebhookStore.Start
-        /// POSTs in flight at once, each the oldest pending event of a different user (per-user order holds).
+        /// POSTs in flight at once (1...32), each the oldest pending event of a different user (per-user order holds).
         public var concurrency: Int
+        public static let concurrencyRange = 1...32
         /// The signing secret: keep it out of logs (`description` leaves it out).
         let secret: [UInt8]
         public var description: String { "\(id) -> \(url.absoluteString)" }
@@ -30,7 +31,7 @@ public struct WebhookConfig: Sendable {
             self.secret = secret
             self.timeout = timeout
             self.start = start
-            self.concurrency = concurrency
+            self.concurrency = min(max(concurrency, Self.concurrencyRange.lowerBound), Self.concurrencyRange.upperBound)
         }
     }
 
@@ -88,7 +89,8 @@ public struct WebhookConfig: Sendable {
             let start = WebhookStore.Start(rawValue: entry.startAt ?? "now")
             if start == nil { problems.append("endpoint \(entry.id): startAt must be now or beginning") }
             let concurrency = entry.concurrency ?? 8
-            if !(1...64).contains(concurrency) { problems.append("endpoint \(entry.id): concurrency must be 1...64") }
+            let range = Endpoint.concurrencyRange
+            if !range.contains(concurrency) { problems.append("endpoint \(entry.id): concurrency must be \(range.lowerBound)...\(range.upperBound)") }
             endpoints.append(Endpoint(id: entry.id, url: url, secret: Array(secret.utf8), timeout: .milliseconds(timeoutMs),
                                       start: start ?? .now, concurrency: concurrency))
         }

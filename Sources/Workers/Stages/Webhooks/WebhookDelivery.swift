@@ -102,9 +102,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                 }
                 try store.enqueue(endpoint: endpoint.id, start: endpoint.start)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
-                for sent in post(due, endpoint, signer, until: stop) {
-                    try record(sent, endpoint, store)
-                }
+                try deliver(due, endpoint, signer, store, until: stop)
                 if due.isEmpty { _ = stop.wait(timeout: idleWait) }
             } catch let error as PGError {
                 // PostgreSQL away: wait and reconnect (the next round); nothing is lost, the rows wait
@@ -123,44 +121,80 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         var result: Result<Int, WebhookHTTPFailure>
     }
 
-    /// POSTs a round's deliveries, `endpoint.concurrency` at a time, and returns those made, in the
-    /// round's order. Each is the oldest pending event of a different user (`WebhookStore.due`), so
-    /// sending them side by side keeps per-user order; a slow receiver then costs a round its slowest
-    /// answers, not the sum of them. A stop lets the POSTs under way finish and starts no more.
-    private func post(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
-                      until stop: StopSignal) -> [Sent] {
-        guard !due.isEmpty else { return [] }
-        let round = Round(count: due.count)
-        let done = DispatchGroup()
+    /// POSTs a round's deliveries, `endpoint.concurrency` at a time, and records each as it returns.
+    /// Each is the oldest pending event of a different user (`WebhookStore.due`), so sending them side by
+    /// side keeps per-user order; a slow receiver costs a round its slowest answers, not their sum. The
+    /// sending threads never touch PostgreSQL: this thread records, so a record that fails (PostgreSQL
+    /// lost, and the deliverer lock with it) stops the round at once: no POST starts after it, and the
+    /// round ends when those under way have returned, before a standby can send the same events. A stop
+    /// likewise starts no more.
+    private func deliver(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
+                         _ store: WebhookStore, until stop: StopSignal) throws {
+        guard !due.isEmpty else { return }
+        let round = Round(due.count)
         // Threads of their own: each blocks on its answer, which GCD's pool must not run out of.
         for _ in 0..<min(endpoint.concurrency, due.count) {
-            done.enter()
+            round.started()
             Thread.detachNewThread {
-                defer { done.leave() }
+                defer { round.stopped() }
                 while !stop.isStopped, let index = round.take() {
-                    round.put(Self.send(due[index], endpoint, signer), at: index)
+                    round.finished(Self.send(due[index], endpoint, signer))
                 }
             }
         }
-        done.wait()
-        return round.made()
+        defer { round.abandon() }
+        while let sent = round.nextFinished() {
+            try record(sent, endpoint, store)
+        }
     }
 
-    /// One round's POSTs as the sending threads share them: the next to make, and those made.
+    /// One round as its sending threads and the recording thread share it: which delivery to POST next,
+    /// the POSTs made and not yet recorded, and how many threads still send.
     private final class Round: Sendable {
+        private struct State {
+            var next = 0
+            var made: [Sent] = []
+            var sending = 0
+            var abandoned = false
+        }
         private let count: Int
-        private let next = Atomic<Int>(0)
-        private let slots: Mutex<[Sent?]>
-        init(count: Int) {
-            self.count = count
-            slots = Mutex(Array(repeating: nil, count: count))
+        private let state = Mutex(State())
+        private let changed = DispatchSemaphore(value: 0)
+        init(_ count: Int) { self.count = count }
+
+        func started() { state.withLock { $0.sending += 1 } }
+        func stopped() {
+            state.withLock { $0.sending -= 1 }
+            changed.signal()
         }
+        /// The next delivery to POST, nil when none is left or the round was abandoned.
         func take() -> Int? {
-            let index = next.add(1, ordering: .relaxed).oldValue
-            return index < count ? index : nil
+            state.withLock { state in
+                guard !state.abandoned, state.next < count else { return nil }
+                defer { state.next += 1 }
+                return state.next
+            }
         }
-        func put(_ sent: Sent, at index: Int) { slots.withLock { $0[index] = sent } }
-        func made() -> [Sent] { slots.withLock { $0.compactMap { $0 } } }
+        func finished(_ sent: Sent) {
+            state.withLock { $0.made.append(sent) }
+            changed.signal()
+        }
+        /// The next POST made, waiting for one; nil once every thread has stopped and all were handed out.
+        func nextFinished() -> Sent? {
+            while true {
+                let (sent, sending) = state.withLock { state in
+                    (state.made.isEmpty ? nil : state.made.removeFirst(), state.sending)
+                }
+                if let sent { return sent }
+                if sending == 0 { return nil }
+                changed.wait()
+            }
+        }
+        /// Starts no more POSTs and waits for those under way (each ends within its timeout).
+        func abandon() {
+            state.withLock { $0.abandoned = true }
+            while state.withLock({ $0.sending }) > 0 { changed.wait() }
+        }
     }
 
     private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner) -> Sent {
