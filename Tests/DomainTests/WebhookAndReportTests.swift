@@ -144,9 +144,9 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(ended?.trialsConverted, 0)
     }
 
-    /// The report routes and the CLI accept only real calendar days (the operator route checks them at the edge).
     /// A family member's access (FAMILY_SHARED) is no sale: the organizer's purchase is the one Apple pays
-    /// for. It shows in the reconciliation only when revoked, and never in the metrics.
+    /// for. It shows in the reconciliation only when taken back, as a revocation (also when a receipt
+    /// shows it as a cancellation like a refund), and never in the metrics.
     func testAFamilyMembersAccessIsNoSaleAndCountsOnlyWhenRevoked() {
         let organizer = FinanceTransaction(subscriptionKey: "o", purchaseId: "p", productId: "vip.1m", productKind: "auto-renewable", group: "vip",
                                            environment: "Production", purchaseMs: jan1, expiresMs: jan1 + 30 * day, priceMilli: 9_990,
@@ -157,13 +157,17 @@ final class WebhookAndReportTests: XCTestCase {
                                         isFamilyShared: true)
         member.cancellationMs = jan1 + 10 * day
         member.cutKind = "revoke"
-        let rows = Reconciliation.rows([organizer, member], from: "2025-01-01", to: "2025-01-31")
+        var shownAsRefund = member   // a receipt's view of the same member: cancelled, no REVOKE notification
+        shownAsRefund.subscriptionKey = "m2"
+        shownAsRefund.cutKind = "refund"
+        let rows = Reconciliation.rows([organizer, member, shownAsRefund], from: "2025-01-01", to: "2025-01-31")
         XCTAssertEqual(rows.count, 2)
         XCTAssertEqual(rows[0].day, "2025-01-01")
         XCTAssertEqual(rows[0].purchases, 1, "the organizer's purchase only")
         XCTAssertEqual(rows[0].grossMilli, 9_990)
         XCTAssertEqual(rows[1].day, "2025-01-11")
-        XCTAssertEqual(rows[1].revocations, 1)
+        XCTAssertEqual(rows[1].revocations, 2)
+        XCTAssertEqual(rows[1].refunds, 0, "Apple refunds the organizer, not the members")
         XCTAssertEqual(rows[1].purchases, 0)
         XCTAssertEqual(rows[1].grossMilli, 0)
 
@@ -173,6 +177,7 @@ final class WebhookAndReportTests: XCTestCase {
         XCTAssertEqual(metrics.first?.mrrMilli, ["USD": 9_990])
     }
 
+    /// The report routes and the CLI accept only real calendar days (the operator route checks them at the edge).
     func testUTCDayStartAcceptsOnlyRealCalendarDays() {
         XCTAssertEqual(utcDayStartMs("1970-01-01"), 0)
         XCTAssertEqual(utcDayStartMs("2025-01-01"), 1_735_689_600_000)

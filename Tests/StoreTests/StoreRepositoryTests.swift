@@ -194,7 +194,7 @@ final class StoreRepositoryTests: PGTestCase {
             """)
         let shared = try FinanceReads(db).transactions(fromMs: 0, toMs: 10_000).map { ($0.purchaseId, $0.isFamilyShared) }
         XCTAssertEqual(shared.map(\.0), ["p-bought", "p-shared", "p-unknown"])
-        XCTAssertEqual(shared.map(\.1), [false, true, false], "only FAMILY_SHARED; no facts (V1 only) is a sale")
+        XCTAssertEqual(shared.map(\.1), [false, true, false], "only FAMILY_SHARED; no facts (an on-device receipt has no ownership field) is a sale")
     }
 
     func testStatesGrantsAndUserMembershipReadBack() throws {

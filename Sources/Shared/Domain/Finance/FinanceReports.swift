@@ -31,7 +31,7 @@ public struct FinanceTransaction: Sendable, Equatable {
     /// What the ledger granted for the purchase.
     public var grantedStartMs: Int64?
     public var grantedEndMs: Int64?
-    /// A family member's access to what the organizer bought (V2 `inAppOwnershipType` FAMILY_SHARED):
+    /// A family member's access to what the organizer bought (`inAppOwnershipType` FAMILY_SHARED, from V2 or verifyReceipt):
     /// no sale of its own, so it counts in neither the reconciliation's sales nor the metrics.
     public var isFamilyShared: Bool
 
@@ -180,8 +180,8 @@ public func csvField(_ text: String) -> String {
 public enum Reconciliation {
     /// Per day, environment, product and currency: purchases and renewals on their purchase day,
     /// refunds and revocations on the day of the cut. Days outside `[from, to]` are left out. A family
-    /// member's access is no sale (Apple pays for the organizer's purchase only): it counts only when
-    /// revoked.
+    /// member's access is no sale (Apple pays for the organizer's purchase only): it counts only as a
+    /// revocation when taken back.
     public static func rows(_ transactions: [FinanceTransaction], from: String, to: String) -> [ReconcileRow] {
         var rows: [String: ReconcileRow] = [:]
         func update(_ day: String, _ t: FinanceTransaction, _ change: (inout ReconcileRow) -> Void) {
@@ -209,7 +209,9 @@ public enum Reconciliation {
             } }
             if let cut = t.cancellationMs, t.cutKind == "refund" || t.cutKind == "revoke" {
                 update(utcDay(cut), t) { row in
-                    if t.cutKind == "refund" {
+                    // Apple refunds the organizer; a member's access it takes back (a receipt without the
+                    // REVOKE notification shows that as a cancellation like a refund).
+                    if t.cutKind == "refund", !t.isFamilyShared {
                         row.refunds += 1
                         row.refundTimeCutMs += t.timeCutMs
                     } else {
