@@ -9,7 +9,7 @@ struct BenchCommand: CLICommand {
     let name = "bench"
     let summary = "Run a benchmark suite: decode | sign | fold | pipeline | e2e | scale | replay | all. Prints figures and ratios; see BENCHMARKS.md."
     let usage = "decode|sign|fold|pipeline|e2e|scale|replay|all [suite options]"
-    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs", "subscriptions", "renewals"]
+    let optionNames: Set<String> = ["seconds", "events", "rate", "bootstrap", "database-url", "python", "runs", "subscriptions", "renewals", "warmup"]
     let flagNames: Set<String> = ["json", "quick", "one-stack", "interleaved"]
 
     func run(_ arguments: Arguments) throws -> Int32 {

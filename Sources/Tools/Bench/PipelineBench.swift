@@ -27,9 +27,34 @@ import Synchronization
 public enum PipelineBench {
     static let perSubscription = 5
 
+    /// `--runs K` (default 3; --quick 1) runs on a stack of its own each and prints each run's figure of
+    /// the goal, then the medians. First a warm-up run (`--warmup N` events, default the lesser of
+    /// `--events` and 40,000; --quick none) that is printed and not counted: on the shared VMs these
+    /// figures come from, the first run after a build or an idle minute cost 30 % more CPU for the same
+    /// work (BENCHMARKS.md, "Runs, warm-up and medians").
     public static func run(_ arguments: Arguments) throws -> Int32 {
-        let events = arguments.has("quick") ? 10_000 : try arguments.int("events", default: 100_000)
+        let quick = arguments.has("quick")
+        let events = quick ? 10_000 : try arguments.int("events", default: 100_000)
+        let runs = try arguments.int("runs", default: quick ? 1 : 3)
+        let warmup = try arguments.int("warmup", default: quick ? 0 : min(events, 40_000))
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
+        guard runs >= 1, warmup == 0 || warmup >= perSubscription else { throw UsageError("--runs ≥ 1, --warmup 0 or ≥ \(perSubscription)") }
+        func goal(_ figures: [(String, Double)]) -> String {
+            figures.first { $0.0 == "cpu_microseconds_per_event_no_broker" }.map { String(format: "%.0f", $0.1) } ?? "?"
+        }
+        if warmup > 0 {
+            print("pipeline: warm-up run (\(warmup) events, not counted): \(goal(try runOnce(arguments, events: warmup))) µs of CPU per event")
+        }
+        var all: [[(String, Double)]] = []
+        for index in 0..<runs {
+            all.append(try runOnce(arguments, events: events))
+            print("pipeline: run \(index + 1)/\(runs): \(goal(all[index])) µs of CPU per event")
+        }
+        report(E2EBench.medians(all) + [("runs", Double(runs)), ("warmup_events", Double(warmup))], json: arguments.has("json"))
+        return 0
+    }
+
+    static func runOnce(_ arguments: Arguments, events: Int) throws -> [(String, Double)] {
         let settings = try BenchConfiguration.read(arguments)
         let batch = settings.batch
         // Consumer-group members per stage (each like one `storeledger worker <stage>` process): one
@@ -146,8 +171,7 @@ public enum PipelineBench {
             ("projected_events_per_second_on_2_cores", 2 * Double(total) / max(0.001, cpu.process + cpu.postgres)),
             ("wal_bytes_per_event", Double(walBytes) / Double(total)),
         ] + timings.figures()
-        report(figures, json: arguments.has("json"))
-        return 0
+        return figures
     }
 
     static let catalog = Catalog(
