@@ -39,18 +39,20 @@ public enum PipelineBench {
         let warmup = try arguments.int("warmup", default: quick ? 0 : min(events, 40_000))
         guard events >= perSubscription else { throw UsageError("--events must be at least \(perSubscription)") }
         guard runs >= 1, warmup == 0 || warmup >= perSubscription else { throw UsageError("--runs ≥ 1, --warmup 0 or ≥ \(perSubscription)") }
-        func goal(_ figures: [(String, Double)]) -> String {
-            figures.first { $0.0 == "cpu_microseconds_per_event_no_broker" }.map { String(format: "%.0f", $0.1) } ?? "?"
+        // Progress on stderr with --json, so stdout stays one JSON document.
+        let json = arguments.has("json")
+        func progress(_ what: String, _ figures: [(String, Double)]) {
+            let goal = figures.first { $0.0 == "cpu_microseconds_per_event_no_broker" }.map { String(format: "%.0f", $0.1) } ?? "?"
+            let line = "pipeline: \(what): \(goal) µs of CPU per event\n"
+            (json ? FileHandle.standardError : FileHandle.standardOutput).write(Data(line.utf8))
         }
-        if warmup > 0 {
-            print("pipeline: warm-up run (\(warmup) events, not counted): \(goal(try runOnce(arguments, events: warmup))) µs of CPU per event")
-        }
+        if warmup > 0 { progress("warm-up run (\(warmup) events, not counted)", try runOnce(arguments, events: warmup)) }
         var all: [[(String, Double)]] = []
         for index in 0..<runs {
             all.append(try runOnce(arguments, events: events))
-            print("pipeline: run \(index + 1)/\(runs): \(goal(all[index])) µs of CPU per event")
+            progress("run \(index + 1)/\(runs)", all[index])
         }
-        report(E2EBench.medians(all) + [("runs", Double(runs)), ("warmup_events", Double(warmup))], json: arguments.has("json"))
+        report(E2EBench.medians(all) + [("runs", Double(runs)), ("warmup_events", Double(warmup))], json: json)
         return 0
     }
 
