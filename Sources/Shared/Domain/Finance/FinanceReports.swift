@@ -192,21 +192,7 @@ public enum Reconciliation {
             rows[key] = row
         }
         for t in transactions {
-            if !t.isFamilyShared { update(utcDay(t.purchaseMs), t) { row in
-                if t.isRenewal { row.renewals += 1 } else { row.purchases += 1 }
-                if t.isFreeTrial { row.freeTrials += 1 }
-                if t.isIntroPrice {
-                    switch t.offerDiscountType {
-                    case "PAY_AS_YOU_GO": row.introPayAsYouGo += 1
-                    case "PAY_UP_FRONT": row.introPayUpFront += 1
-                    default: row.introOther += 1
-                    }
-                }
-                if let offer = t.promotionalOffer { row.promotionalOffers[offer, default: 0] += 1 }
-                if let code = t.offerCode { row.offerCodes[code, default: 0] += 1 }
-                if t.isWinBack { row.winBackOffers += 1 }
-                row.grossMilli = row.grossMilli.saturatingAdding(t.priceMilli ?? 0)
-            } }
+            if !t.isFamilyShared { update(utcDay(t.purchaseMs), t) { countSale(t, in: &$0) } }
             if let cut = t.cancellationMs, t.cutKind == "refund" || t.cutKind == "revoke" {
                 update(utcDay(cut), t) { row in
                     // Apple refunds the organizer; a member's access it takes back (a receipt without the
@@ -222,5 +208,22 @@ public enum Reconciliation {
             }
         }
         return rows.values.sorted { ($0.day, $0.environment, $0.productId, $0.currency ?? "") < ($1.day, $1.environment, $1.productId, $1.currency ?? "") }
+    }
+
+    /// A purchase or renewal on its purchase day: the count, its offers and Apple's price.
+    private static func countSale(_ t: FinanceTransaction, in row: inout ReconcileRow) {
+        if t.isRenewal { row.renewals += 1 } else { row.purchases += 1 }
+        if t.isFreeTrial { row.freeTrials += 1 }
+        if t.isIntroPrice {
+            switch t.offerDiscountType {
+            case "PAY_AS_YOU_GO": row.introPayAsYouGo += 1
+            case "PAY_UP_FRONT": row.introPayUpFront += 1
+            default: row.introOther += 1
+            }
+        }
+        if let offer = t.promotionalOffer { row.promotionalOffers[offer, default: 0] += 1 }
+        if let code = t.offerCode { row.offerCodes[code, default: 0] += 1 }
+        if t.isWinBack { row.winBackOffers += 1 }
+        row.grossMilli = row.grossMilli.saturatingAdding(t.priceMilli ?? 0)
     }
 }

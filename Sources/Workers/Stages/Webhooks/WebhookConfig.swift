@@ -20,12 +20,13 @@ public struct WebhookConfig: Sendable {
         /// POSTs in flight at once (1...32), each the oldest pending event of a different user (per-user order holds).
         public var concurrency: Int
         public static let concurrencyRange = 1...32
+        public static let defaultConcurrency = 8
         /// The signing secret: keep it out of logs (`description` leaves it out).
         let secret: [UInt8]
         public var description: String { "\(id) -> \(url.absoluteString)" }
 
         public init(id: String, url: URL, secret: [UInt8], timeout: Duration = .seconds(5), start: WebhookStore.Start = .now,
-                    concurrency: Int = 8) {
+                    concurrency: Int = defaultConcurrency) {
             self.id = id
             self.url = url
             self.secret = secret
@@ -88,7 +89,7 @@ public struct WebhookConfig: Sendable {
             if !(100...60_000).contains(timeoutMs) { problems.append("endpoint \(entry.id): timeoutMs must be 100...60000") }
             let start = WebhookStore.Start(rawValue: entry.startAt ?? "now")
             if start == nil { problems.append("endpoint \(entry.id): startAt must be now or beginning") }
-            let concurrency = entry.concurrency ?? 8
+            let concurrency = entry.concurrency ?? Endpoint.defaultConcurrency
             let range = Endpoint.concurrencyRange
             if !range.contains(concurrency) { problems.append("endpoint \(entry.id): concurrency must be \(range.lowerBound)...\(range.upperBound)") }
             endpoints.append(Endpoint(id: entry.id, url: url, secret: Array(secret.utf8), timeout: .milliseconds(timeoutMs),
