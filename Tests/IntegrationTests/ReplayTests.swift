@@ -261,7 +261,7 @@ final class ReplayTests: XCTestCase {
                 SELECT concat_ws(' ', subscription_key, purchase_id, user_id, group_id, product_id, grant_facts::text, purchase_ms, expires_ms,
                                  cancellation_ms, cut_kind, granted_start_ms, granted_end_ms) AS t FROM grants ORDER BY 1
                 """),
-            try text("SELECT event_key || ' ' || entry_id || ' ' || payload AS t FROM membership_outbox ORDER BY entry_id"),
+            try text("SELECT concat_ws(' ', event_key, entry_id, event_type, payload, encode(details, 'hex')) AS t FROM membership_outbox ORDER BY entry_id"),
         ]
     }
 }

@@ -77,14 +77,25 @@ public struct LedgerRow: BulkRow {
     ]
 }
 
-/// A `membership_outbox` row: the exact bytes the relay publishes, keyed like the topic.
+/// A `membership_outbox` row, keyed like the topic: the event's details, from which and its ledger row
+/// the relay rebuilds the bytes it publishes (`OutboxEvents`), or those bytes themselves.
 public struct OutboxRow: BulkRow {
     public var eventKey: String
     public var entryId: Int64
     public var subscriptionKey: String
     public var eventType: String
-    public var payload: String
+    public var payload: String?
+    public var details: [UInt8]?
 
+    public init(eventKey: String, entryId: Int64, subscriptionKey: String, eventType: String, details: [UInt8]) {
+        self.eventKey = eventKey
+        self.entryId = entryId
+        self.subscriptionKey = subscriptionKey
+        self.eventType = eventType
+        self.details = details
+    }
+
+    /// A row carrying its published bytes, as rows written before migration 16 do.
     public init(eventKey: String, entryId: Int64, subscriptionKey: String, eventType: String, payload: String) {
         self.eventKey = eventKey
         self.entryId = entryId
@@ -99,6 +110,7 @@ public struct OutboxRow: BulkRow {
         .text("subscription_key") { $0.subscriptionKey },
         .text("event_type") { $0.eventType },
         .text("payload") { $0.payload },
+        .bytea("details") { $0.details },
     ]
 }
 

@@ -60,7 +60,7 @@ public struct OutboxStore {
         public var relaySeq: Int64
         public var partition: Int32
         public var eventType: String
-        public var payload: String
+        public var payload: Result<[UInt8], OutboxEventUnreadable>
     }
 
     /// Unordered rows (never published: a row is ordered first) in ledger entry order.
@@ -90,12 +90,13 @@ public struct OutboxStore {
     /// Ordered, unpublished rows in `relay_seq` order, read from the published watermark on.
     public func ordered(limit: Int) throws -> [Ordered] {
         try db.query("""
-            SELECT event_key, relay_seq, kafka_partition, event_type, payload FROM membership_outbox
-            WHERE relay_seq > \(fragment: Self.publishedThrough) AND published_at IS NULL
-            ORDER BY relay_seq LIMIT \(limit)
+            SELECT o.event_key, o.relay_seq, o.kafka_partition, \(fragment: OutboxEvents.columns)
+            FROM membership_outbox o \(fragment: OutboxEvents.ledgerJoin)
+            WHERE o.relay_seq > \(fragment: Self.publishedThrough) AND o.published_at IS NULL
+            ORDER BY o.relay_seq LIMIT \(limit)
             """).map { row in
             Ordered(eventKey: try row.string("event_key"), relaySeq: try row.int64("relay_seq"), partition: try row.int32("kafka_partition"),
-                    eventType: try row.string("event_type"), payload: try row.string("payload"))
+                    eventType: try row.string("outbox_event_type"), payload: try OutboxEvents.payload(row))
         }
     }
 

@@ -403,5 +403,17 @@ public enum Schema {
             EXECUTE 'CREATE VIEW finance_transactions AS ' || finance_view;
         END $$;
         """),
+        Migration(version: 16, name: "outbox rows without a second copy of their ledger entry", sql: """
+        -- Issue 14: an outbox row held its event as JSON (~1 kB), most of it a copy of the ledger entry written
+        -- in the same transaction, and the relay's two marks rewrote it twice more. New rows keep only what the
+        -- event says beyond its entry (`details`, a few dozen bytes); the relay and webhook deliverers rebuild
+        -- the same bytes from them and the ledger row. Rows written before keep their payload and go out as
+        -- they are. A relay or deliverer of the previous release cannot read the new rows: upgrade them with
+        -- or before the membership workers. NOT VALID: the rows already there all have a payload, and checking
+        -- them would hold the table's lock for a scan.
+        ALTER TABLE membership_outbox ALTER COLUMN payload DROP NOT NULL;
+        ALTER TABLE membership_outbox ADD COLUMN details bytea;
+        ALTER TABLE membership_outbox ADD CONSTRAINT membership_outbox_event CHECK (payload IS NOT NULL OR details IS NOT NULL) NOT VALID;
+        """),
     ]
 }

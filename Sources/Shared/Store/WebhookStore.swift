@@ -54,7 +54,7 @@ public struct WebhookStore {
         /// and the backoff starts again from its first step.
         public var windowAttempts: Int
         public var firstAttemptMs: Int64?
-        public var payload: [UInt8]
+        public var payload: Result<[UInt8], OutboxEventUnreadable>
 
         /// What follows a failed attempt made from `startedMs` to `endedMs`: the backoff counts this
         /// retry window's attempts only (a resend starts again at the first step), the window from
@@ -68,7 +68,7 @@ public struct WebhookStore {
     /// one), those due now, oldest first.
     public func due(endpoint: String, nowMs: Int64, limit: Int = 50) throws -> [Due] {
         try db.query("""
-            SELECT h.entry_id, h.event_key, h.event_type, h.attempts, h.first_ms, o.payload,
+            SELECT h.entry_id, h.event_key, h.event_type, h.attempts, h.first_ms, \(fragment: OutboxEvents.columns),
                    (SELECT count(*) FROM webhook_attempts a WHERE a.endpoint_id = \(endpoint) AND a.entry_id = h.entry_id
                         AND a.attempted_at >= h.first_attempt_at) AS window_attempts
             FROM (
@@ -77,13 +77,14 @@ public struct WebhookStore {
                 FROM webhook_deliveries WHERE endpoint_id = \(endpoint) AND status = 'pending'
                 ORDER BY event_key, relay_seq) h
             JOIN membership_outbox o ON o.event_key = h.event_key AND o.entry_id = h.entry_id
+            \(fragment: OutboxEvents.ledgerJoin)
             WHERE h.next_attempt_at <= to_timestamp(\(nowMs)::double precision / 1000)
             ORDER BY h.relay_seq LIMIT \(limit)
             """).map { row in
             Due(entryId: try row.int64("entry_id"), eventKey: try row.string("event_key"), eventType: try row.string("event_type"),
                 attempts: try row.int("attempts"), windowAttempts: try row.int("window_attempts"),
                 firstAttemptMs: try row.decode("first_ms", as: Int64?.self),
-                payload: Array(try row.string("payload").utf8))
+                payload: try OutboxEvents.payload(row))
         }
     }
 

@@ -60,7 +60,7 @@ public struct MembershipPlan {
         for (index, item) in described.enumerated() {
             guard let event = MembershipEvent(item, entryId: ids[index], recordedAtMs: nowMs) else { continue }
             rows.append(OutboxRow(eventKey: event.partitionKey, entryId: event.ledgerEntryId, subscriptionKey: event.subscriptionKey,
-                                  eventType: event.type.rawValue, payload: String(decoding: event.json, as: UTF8.self)))
+                                  eventType: event.type.rawValue, details: MembershipEventDetails(event).bytes))
         }
         return rows
     }

@@ -198,11 +198,20 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         for row in rows {
             let seq = row.relaySeq
             seqs.append(seq)
+            let payload: [UInt8]
+            switch row.payload {
+            case .success(let bytes): payload = bytes
+            case .failure(let unreadable):
+                // Marked with the others: one hand-damaged row must not hold back every event behind it.
+                logger.error("relay_event_unreadable", ["relay_seq": .int(seq), "error": .string(unreadable.reason)])
+                Metrics.shared.increment("storeledger_relay_unreadable_total")
+                continue
+            }
             let headers = [KafkaHeader(name: RecordHeader.relaySequence, value: Array(String(seq).utf8)),
                            KafkaHeader(name: RecordHeader.eventType, value: Array(row.eventType.utf8)),
                            KafkaHeader(name: RecordHeader.schema, value: Array(MembershipEvent.schemaId.utf8))]
             group.enter()
-            producer.send(topic: config.topic, key: Array(row.eventKey.utf8), value: Array(row.payload.utf8),
+            producer.send(topic: config.topic, key: Array(row.eventKey.utf8), value: payload,
                           headers: headers, partition: row.partition) { result in
                 if case .failure(let error) = result { failures.withLock { $0.append(error) } }
                 group.leave()

@@ -73,6 +73,14 @@ public struct MembershipEvent: Codable, Sendable, Equatable {
         public var notificationType: String?
         public var notificationSubtype: String?
         public var transactionId: String?
+
+        public init(source: String, eventId: String, notificationType: String?, notificationSubtype: String?, transactionId: String?) {
+            self.source = source
+            self.eventId = eventId
+            self.notificationType = notificationType
+            self.notificationSubtype = notificationSubtype
+            self.transactionId = transactionId
+        }
     }
 
     /// The event of a described ledger entry once PostgreSQL gave it its id; nil when the entry

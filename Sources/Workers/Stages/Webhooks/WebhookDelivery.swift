@@ -199,11 +199,19 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
 
     private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner) -> Sent {
         let startedMs = currentTimeMs()
+        let payload: [UInt8]
+        switch delivery.payload {
+        case .success(let bytes): payload = bytes
+        case .failure(let unreadable):
+            // A failed attempt like any other: retried, then given up, and shown by `webhooks show`.
+            return Sent(delivery: delivery, startedMs: startedMs, endedMs: startedMs,
+                        result: .failure(WebhookHTTPFailure(reason: "not sent: \(unreadable)")))
+        }
         var request = URLRequest(url: endpoint.url, timeoutInterval: Double(endpoint.timeout.milliseconds) / 1000)
         request.httpMethod = "POST"
-        request.httpBody = Data(delivery.payload)
+        request.httpBody = Data(payload)
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(signer.header(body: delivery.payload, timestamp: startedMs / 1000), forHTTPHeaderField: WebhookSignature.header)
+        request.setValue(signer.header(body: payload, timestamp: startedMs / 1000), forHTTPHeaderField: WebhookSignature.header)
         request.setValue("ledger-\(delivery.entryId)", forHTTPHeaderField: "StoreLedger-Event-Id")
         request.setValue(delivery.eventType, forHTTPHeaderField: "StoreLedger-Event-Type")
         request.setValue("StoreLedger-Webhooks/1", forHTTPHeaderField: "User-Agent")
