@@ -80,6 +80,31 @@ final class ClassifyTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(cut(of: Apple.v2("REVOKE", uuid: "2", otid: "s", [revoked], signed: switchAt))).0?.kind, .revoke)
     }
 
+    /// A receipt's cancellation date on a family member's copy ("refunded a transaction or revoked it
+    /// from family sharing") is a revocation: the member paid nothing and is refunded nothing. The
+    /// organizer's switch still reads as one, and the organizer's own copy as a refund.
+    func testAFamilySharedCancellationIsARevocationNotARefund() throws {
+        func family(_ event: AppleEvent) -> AppleEvent {
+            var event = event
+            event.transactions = event.transactions.map { var t = $0; t.inAppOwnershipType = "FAMILY_SHARED"; return t }
+            return event
+        }
+        let plain = cancelEvent(autoRenew: true, upgraded: nil, reason: "0", withReplacement: false)
+        let (revoked, reason) = try XCTUnwrap(cut(of: family(plain)))
+        XCTAssertEqual(revoked, Cut(atMs: switchAt, kind: .revoke, appleReason: "0"))
+        XCTAssertTrue(reason.contains("family member"), reason)
+        XCTAssertEqual(try XCTUnwrap(cut(of: plain)).0?.kind, .refund, "the organizer's own copy is refunded")
+
+        var refundType = family(plain)
+        refundType.notification?.type = "REFUND"
+        XCTAssertEqual(try XCTUnwrap(cut(of: refundType)).0?.kind, .revoke, "a V1 REFUND about a member's copy")
+        let receipt = family(Apple.receipt(user: "u-1", otid: "s", plain.transactions, id: "r-1"))
+        XCTAssertEqual(try XCTUnwrap(cut(of: receipt)).0?.kind, .revoke, "an uploaded receipt shows it the same way")
+
+        XCTAssertEqual(try XCTUnwrap(cut(of: family(cancelEvent(autoRenew: true)))).0?.kind, .crossgrade,
+                       "the organizer's switch reaches the member's copy as the switch it is")
+    }
+
     func testR5RenewalPreferenceChangesArePendingUntilTheNextRenewal() {
         var t = Transcript()
         t.feed(Apple.v1("INITIAL_BUY", otid: "s", [Apple.period("A", otid: "s", start: t0)]))

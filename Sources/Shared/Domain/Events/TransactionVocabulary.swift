@@ -21,4 +21,7 @@ public enum OfferDiscountType: String, Sendable, CaseIterable {
 extension TransactionFacts {
     public var typedRevocationType: RevocationType? { revocationType.flatMap(RevocationType.init(rawValue:)) }
     public var typedOfferDiscountType: OfferDiscountType? { offerDiscountType.flatMap(OfferDiscountType.init(rawValue:)) }
+    /// A family member's access to what the organizer bought (`inAppOwnershipType`, V2 and verifyReceipt).
+    /// https://developer.apple.com/documentation/appstoreserverapi/inappownershiptype
+    public var isFamilyShared: Bool { inAppOwnershipType == "FAMILY_SHARED" }
 }
