@@ -1,8 +1,11 @@
 import Domain
 import Foundation
+import Kafka
 import Postgres
+import Runtime
 import Stages
 import Store
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -27,20 +30,22 @@ final class OutboxEventTests: PGTestCase {
                       finance: FinanceFlags(isTrial: true, offerType: 1), level: 1, environment: "Sandbox")
     }
 
-    /// Writes what membership writes for `commands` (ledger and outbox rows) and orders the outbox rows:
-    /// the events expected, in entry order.
-    private func write(_ commands: [MembershipCommand], _ db: PGConnection) throws -> [MembershipEvent] {
+    /// Writes what membership writes for `commands` (ledger and outbox rows) and, unless the relay is to,
+    /// orders the outbox rows: the events expected, in entry order.
+    private func write(_ commands: [MembershipCommand], _ db: PGConnection, order: Bool = true) throws -> [MembershipEvent] {
         let keys = Array(Set(commands.map(\.subscriptionKey))).sorted()
         let plan = MembershipPlan(commands, keys: keys, loaded: [], others: [])
         let store = MembershipStore(db)
         let ids = try store.reserveEntryIds(plan.described.count)
         try store.appendLedger(plan.ledgerRows(ids: ids))
         try store.appendOutbox(plan.outboxRows(ids: ids, nowMs: recordedAtMs))
+        let events = plan.described.enumerated().compactMap { MembershipEvent($1, entryId: ids[$0], recordedAtMs: recordedAtMs) }
+        guard order else { return events }
         let outbox = OutboxStore(db)
         let rows = try outbox.unordered(limit: 100)
         let seqs = try outbox.nextRelaySeqs(rows.count)
         try outbox.assign(zip(rows, seqs).map { OutboxStore.Assignment(eventKey: $0.eventKey, entryId: $0.entryId, relaySeq: $1, partition: 0) })
-        return plan.described.enumerated().compactMap { MembershipEvent($1, entryId: ids[$0], recordedAtMs: recordedAtMs) }
+        return events
     }
 
     func testTheRelayAndWebhooksReadTheEventsMembershipDescribed() throws {
@@ -84,7 +89,7 @@ final class OutboxEventTests: PGTestCase {
         // Its ledger row exists; its details are not an encoding of ours.
         try db.execute("""
             INSERT INTO membership_outbox (event_key, entry_id, subscription_key, event_type, details)
-            VALUES ('u-damaged', \(first.ledgerEntryId), \(first.subscriptionKey), 'RENEWAL', '\\x0203'::bytea)
+            VALUES ('u-damaged', \(first.ledgerEntryId), \(first.subscriptionKey), 'RENEWAL', '\\x01ff'::bytea)
             """)
         XCTAssertThrowsError(try db.execute("""
             INSERT INTO membership_outbox (event_key, entry_id, subscription_key, event_type) VALUES ('u', 1, 's', 'RENEWAL')
@@ -102,5 +107,92 @@ final class OutboxEventTests: PGTestCase {
         XCTAssertTrue(lost.reason.contains("ledger row is missing"), lost.reason)
         guard case .failure(let damaged) = ordered["u-damaged"] else { return XCTFail("damaged details are unreadable") }
         XCTAssertTrue(damaged.reason.contains("details"), damaged.reason)
+        XCTAssertFalse(lost.writtenByNewerRelease || damaged.writtenByNewerRelease, "nothing can publish these")
+    }
+
+    /// Details of a later version, or an event type this release does not know: a newer release wrote the
+    /// row, and its relay publishes it; this release's must not take it for a damaged one and drop it.
+    func testRowsOfANewerReleaseAreNotTakenForDamagedOnes() throws {
+        let db = try migratedDatabase()
+        let first = try XCTUnwrap(try write([command("c1", "s-1", .purchase(grant("p1", at: start)))], db).first)
+        var later = MembershipEventDetails(first).bytes
+        later[0] += 1
+        try MembershipStore(db).appendOutbox([
+            OutboxRow(eventKey: "u-later", entryId: first.ledgerEntryId, subscriptionKey: first.subscriptionKey, eventType: "RENEWAL",
+                      details: later),
+            OutboxRow(eventKey: "u-type", entryId: first.ledgerEntryId, subscriptionKey: first.subscriptionKey,
+                      eventType: "SOMETHING_NEW", details: MembershipEventDetails(first).bytes),
+        ])
+        let outbox = OutboxStore(db)
+        let rows = try outbox.unordered(limit: 100)
+        try outbox.assign(zip(rows, try outbox.nextRelaySeqs(rows.count)).map {
+            OutboxStore.Assignment(eventKey: $0.eventKey, entryId: $0.entryId, relaySeq: $1, partition: 0)
+        })
+        let ordered = Dictionary(uniqueKeysWithValues: try outbox.ordered(limit: 100).map { ($0.eventKey, $0.payload) })
+        for key in ["u-later", "u-type"] {
+            guard case .failure(let newer) = ordered[key] else { return XCTFail("\(key) is not readable here") }
+            XCTAssertTrue(newer.writtenByNewerRelease, "\(key): \(newer.reason)")
+        }
+    }
+
+    /// A running relay publishes the rebuilt bytes, passes over a row nothing can publish, and stops
+    /// before a row a newer release wrote: it and the rows after it wait, unpublished.
+    func testTheRelayPublishesRebuiltEventsAndWaitsForANewerRelease() throws {
+        let broker = try EmbeddedBroker()
+        defer { broker.close() }
+        try broker.createTopic(Topic.membershipEvents, partitions: 1)
+        let url = try migratedDatabaseURL()
+        let db = try PGConnection(url: url)
+        defer { db.close() }
+        let events = try write([
+            command("c1", "s-1", .purchase(grant("p1", at: start))),
+            command("c2", "s-2", .purchase(grant("p2", at: start + day))),
+        ], db, order: false)
+        XCTAssertEqual(events.count, 2)
+        var later = MembershipEventDetails(events[0]).bytes
+        later[0] += 1
+        try MembershipStore(db).appendOutbox([
+            OutboxRow(eventKey: "u-lost", entryId: 1_000, subscriptionKey: "s-lost", eventType: "RENEWAL",
+                      details: MembershipEventDetails(events[0]).bytes),
+            OutboxRow(eventKey: "u-later", entryId: 1_001, subscriptionKey: "s-1", eventType: "RENEWAL", details: later),
+            OutboxRow(eventKey: "u-after", entryId: 1_002, subscriptionKey: "s-x", eventType: "RENEWAL", payload: "{\"after\":1}"),
+        ])
+        let config = OutboxRelayConfig(kafka: KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "outbox-event-test"),
+                                       databaseURL: url)
+        let relay = OutboxRelay(config: config)
+        let stop = StopSignal()
+        let done = DispatchSemaphore(value: 0)
+        let failure = Mutex<String?>(nil)
+        Thread.detachNewThread {
+            do { _ = try relay.run(until: stop) } catch { failure.withLock { $0 = String(describing: error) } }
+            done.signal()
+        }
+        defer {
+            stop.stop()
+            done.wait()
+        }
+        func published() throws -> [Int64: Bool] {
+            Dictionary(uniqueKeysWithValues: try db.query("SELECT entry_id, published_at IS NOT NULL AS p FROM membership_outbox")
+                .map { (try $0.int64("entry_id"), try $0.bool("p")) })
+        }
+        let deadline = Date().addingTimeInterval(60)
+        var marks: [Int64: Bool] = [:]
+        while Date() < deadline {
+            marks = try published()
+            if marks[1_000] == true { break }
+            if let failure = failure.withLock({ $0 }) { return XCTFail("the relay stopped: \(failure)") }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        Thread.sleep(forTimeInterval: 1.5)   // rounds after it: the rows behind the newer one stay put
+        marks = try published()
+        XCTAssertEqual(marks[events[0].ledgerEntryId], true)
+        XCTAssertEqual(marks[events[1].ledgerEntryId], true)
+        XCTAssertEqual(marks[1_000], true, "a row nothing can publish is passed over")
+        XCTAssertEqual(marks[1_001], false, "a newer release's row waits for its relay")
+        XCTAssertEqual(marks[1_002], false, "and so does every row after it")
+
+        let landed = try PartitionTail.lastRecords(config: config.kafka, topic: Topic.membershipEvents, counts: [0: 10],
+                                                   timeout: .seconds(20))
+        XCTAssertEqual(landed[0]?.map(\.value), events.map(\.json), "exactly the rebuilt events, in order")
     }
 }

@@ -67,6 +67,55 @@ final class WebhookConcurrencyTests: PGTestCase {
         XCTAssertEqual(wide.maxInFlight, 4, "four users' events side by side")
         XCTAssertEqual(narrow.maxInFlight, 1)
     }
+
+    /// An event nothing can rebuild (its ledger row gone) is given up at once, so the user's next event
+    /// goes out; one a newer release wrote stays pending, untried, and holds back that user's later ones.
+    func testAnUnreadableEventIsGivenUpAtOnceAndANewerReleasesWaits() throws {
+        let url = try migratedDatabaseURL()
+        let db = try PGConnection(url: url)
+        defer { db.close() }
+        func row(_ user: String, _ entry: Int64, payload: String? = nil, details: String? = nil) throws {
+            try db.execute("""
+                INSERT INTO membership_outbox (event_key, entry_id, subscription_key, event_type, payload, details, relay_seq, kafka_partition)
+                VALUES (\(user), \(entry), 's', 'RENEWAL', \(payload), decode(\(details), 'hex'), \(entry), 0)
+                """)
+        }
+        try row("u-a", 1, payload: #"{"user":"u-a"}"#)
+        try row("u-b", 2, details: "01000000000000")          // version 1, no ledger row 2
+        try row("u-b", 3, payload: #"{"user":"u-b"}"#)
+        try row("u-c", 4, details: "02")                      // a later version
+        try row("u-c", 5, payload: #"{"user":"u-c"}"#)
+        let receiver = try SlowReceiver()
+        defer { receiver.stop() }
+        let config = WebhookConfig(endpoints: [
+            .init(id: "crm", url: URL(string: receiver.url)!, secret: Array("webhook-test-secret-0123456789".utf8), start: .beginning),
+        ], retry: WebhookRetryPolicy(baseDelayMs: 60_000, maxDelayMs: 60_000, giveUpAfterMs: 3_600_000))
+        let service = WebhookDeliveryService(config: config, databaseURL: url)
+        let stop = StopSignal()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = try? service.run(until: stop)
+            done.signal()
+        }
+        defer {
+            stop.stop()
+            done.wait()
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, receiver.accepted.count < 2 { Thread.sleep(forTimeInterval: 0.1) }
+        Thread.sleep(forTimeInterval: 1)   // later rounds change nothing
+        XCTAssertEqual(Set(receiver.accepted), [1, 3], "u-b's next event is not held behind the unreadable one")
+        let deliveries = Dictionary(uniqueKeysWithValues: try db.query("""
+            SELECT entry_id, status, attempts, coalesce(last_error, '') AS error FROM webhook_deliveries WHERE endpoint_id = 'crm'
+            """).map { (try $0.int64("entry_id"), (status: try $0.string("status"), attempts: try $0.int("attempts"), error: try $0.string("error"))) })
+        XCTAssertEqual(deliveries[2]?.status, "gave_up")
+        XCTAssertEqual(deliveries[2]?.attempts, 1)
+        XCTAssertTrue(deliveries[2]?.error.contains("ledger row is missing") == true, deliveries[2]?.error ?? "")
+        XCTAssertEqual(deliveries[4]?.status, "pending", "a newer release's deliverer sends it")
+        XCTAssertEqual(deliveries[4]?.attempts, 0)
+        XCTAssertEqual(deliveries[5]?.status, "pending", "u-c's later event waits behind it")
+        XCTAssertEqual(deliveries[5]?.attempts, 0)
+    }
 }
 
 /// A receiver that answers 200 after 100 ms and counts what is in flight.

@@ -2,10 +2,13 @@ import Domain
 import Foundation
 import Postgres
 
-/// Why an outbox row's event cannot be published: its ledger row is gone or its details are not ours
-/// (a hand-edited database); the relay and webhooks say so and go on with the rows behind it.
+/// Why an outbox row's event cannot be published here. Either a newer release wrote it (details of a
+/// later version, an event type this release does not know): its relay and deliverers publish it, and
+/// this release's wait; or nothing can (its ledger row deleted, its details damaged by hand): the relay
+/// and webhooks say so and go on with the rows behind it.
 public struct OutboxEventUnreadable: Error, Sendable, Equatable, CustomStringConvertible {
     public var reason: String
+    public var writtenByNewerRelease = false
     public var description: String { reason }
 }
 
@@ -23,22 +26,24 @@ enum OutboxEvents {
         l.cause->>'notificationType' AS cause_type, l.cause->>'notificationSubtype' AS cause_subtype,
         l.cause->>'transactionId' AS cause_transaction_id
         """
-    /// Only rows without a stored payload look their ledger row up (the primary key's index).
+    /// Rows with a stored payload need no ledger row (its columns come back NULL); the others find theirs
+    /// by the ledger's primary key.
     static let ledgerJoin: SQL = "LEFT JOIN ledger l ON o.payload IS NULL AND l.subscription_key = o.subscription_key AND l.entry_id = o.entry_id"
 
     static func payload(_ row: PGRow) throws -> Result<[UInt8], OutboxEventUnreadable> {
         if let stored = try row.decode("payload", as: String?.self) { return .success(Array(stored.utf8)) }
         let entryId = try row.int64("event_entry_id")
-        func unreadable(_ why: String) -> Result<[UInt8], OutboxEventUnreadable> {
-            .failure(OutboxEventUnreadable(reason: "outbox row of ledger entry \(entryId): \(why)"))
+        func unreadable(_ why: String, newer: Bool = false) -> Result<[UInt8], OutboxEventUnreadable> {
+            .failure(OutboxEventUnreadable(reason: "outbox row of ledger entry \(entryId): \(why)", writtenByNewerRelease: newer))
         }
         guard let bytes = try row.decode("details", as: [UInt8]?.self) else { return unreadable("neither payload nor details") }
+        let eventType = try row.string("outbox_event_type")
+        guard let type = MembershipEventType(rawValue: eventType), !MembershipEventDetails.isNewer(bytes) else {
+            return unreadable("written by a newer release (details version \(bytes.first ?? 0), type \(eventType))", newer: true)
+        }
         guard try row.decode("ledger_entry_id", as: Int64?.self) != nil else { return unreadable("its ledger row is missing") }
         let details: MembershipEventDetails
         do { details = try MembershipEventDetails(bytes: bytes) } catch { return unreadable("details: \(error)") }
-        guard let type = MembershipEventType(rawValue: try row.string("outbox_event_type")) else {
-            return unreadable("unknown event type")
-        }
         guard let before = intervals(try row.string("ledger_before")), let after = intervals(try row.string("ledger_after")),
               let source = try row.decode("cause_source", as: String?.self),
               let causeEventId = try row.decode("cause_event_id", as: String?.self) else {

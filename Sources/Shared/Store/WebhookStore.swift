@@ -65,21 +65,24 @@ public struct WebhookStore {
     }
 
     /// The oldest pending delivery of each user (per-user order: a later event waits for the earlier
-    /// one), those due now, oldest first.
+    /// one), those due now, oldest first. The events are read for those only, not for every pending
+    /// delivery of a long backlog.
     public func due(endpoint: String, nowMs: Int64, limit: Int = 50) throws -> [Due] {
         try db.query("""
             SELECT h.entry_id, h.event_key, h.event_type, h.attempts, h.first_ms, \(fragment: OutboxEvents.columns),
                    (SELECT count(*) FROM webhook_attempts a WHERE a.endpoint_id = \(endpoint) AND a.entry_id = h.entry_id
                         AND a.attempted_at >= h.first_attempt_at) AS window_attempts
             FROM (
-                SELECT DISTINCT ON (event_key) entry_id, event_key, event_type, attempts, relay_seq, next_attempt_at, first_attempt_at,
-                       (extract(epoch FROM first_attempt_at) * 1000)::bigint AS first_ms
-                FROM webhook_deliveries WHERE endpoint_id = \(endpoint) AND status = 'pending'
-                ORDER BY event_key, relay_seq) h
+                SELECT * FROM (
+                    SELECT DISTINCT ON (event_key) entry_id, event_key, event_type, attempts, relay_seq, next_attempt_at, first_attempt_at,
+                           (extract(epoch FROM first_attempt_at) * 1000)::bigint AS first_ms
+                    FROM webhook_deliveries WHERE endpoint_id = \(endpoint) AND status = 'pending'
+                    ORDER BY event_key, relay_seq) oldest
+                WHERE oldest.next_attempt_at <= to_timestamp(\(nowMs)::double precision / 1000)
+                ORDER BY oldest.relay_seq LIMIT \(limit)) h
             JOIN membership_outbox o ON o.event_key = h.event_key AND o.entry_id = h.entry_id
             \(fragment: OutboxEvents.ledgerJoin)
-            WHERE h.next_attempt_at <= to_timestamp(\(nowMs)::double precision / 1000)
-            ORDER BY h.relay_seq LIMIT \(limit)
+            ORDER BY h.relay_seq
             """).map { row in
             Due(entryId: try row.int64("entry_id"), eventKey: try row.string("event_key"), eventType: try row.string("event_type"),
                 attempts: try row.int("attempts"), windowAttempts: try row.int("window_attempts"),

@@ -41,15 +41,22 @@ public struct MembershipPlan {
         }
     }
 
-    /// The ledger rows of `described` under their reserved `ids`; one cause document per command, shared by its entries.
+    /// The ledger rows of `described` under their reserved `ids`; one cause document per command, shared by
+    /// its entries that have that cause (all of them today: the relay rebuilds each event's cause from it).
     public func ledgerRows(ids: [Int64]) -> [LedgerRow] {
-        var causes: [String: [UInt8]] = [:]
+        var causes: [String: (cause: Cause, json: [UInt8])] = [:]
         var rows: [LedgerRow] = []
         rows.reserveCapacity(described.count)
         for (index, item) in described.enumerated() {
-            let cause = causes[item.entry.commandId] ?? item.entry.cause.json
-            causes[item.entry.commandId] = cause
-            rows.append(LedgerRow(id: ids[index], entry: item.entry, cause: cause))
+            let entry = item.entry
+            let json: [UInt8]
+            if let cached = causes[entry.commandId], cached.cause == entry.cause {
+                json = cached.json
+            } else {
+                json = entry.cause.json
+                causes[entry.commandId] = (entry.cause, json)
+            }
+            rows.append(LedgerRow(id: ids[index], entry: entry, cause: json))
         }
         return rows
     }

@@ -56,6 +56,9 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     private let config: OutboxRelayConfig
     private let logger = Logger(component: "relay")
     private let ready = Atomic<Bool>(false)
+    /// The last round stopped before a row a newer release wrote; when that was last logged.
+    private var waitsForNewerRelease = false
+    private var newerReleaseWarned: ContinuousClock.Instant?
     public init(config: OutboxRelayConfig) { self.config = config }
 
     public var isReady: Bool { ready.load(ordering: .acquiring) }
@@ -104,7 +107,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
                 let published = try publish(db, producer)
                 guard published < config.batch else { continue }
                 if ContinuousClock.now >= prunes.next { try prune(db, &prunes) }
-                _ = stop.wait(timeout: config.idleWait)
+                _ = stop.wait(timeout: waitsForNewerRelease ? config.settle : config.idleWait)
             } catch let error as KafkaError {
                 // What landed is unknown: start over from the topic's tail with a fresh producer.
                 logger.warning("relay_publish_failed", ["error": .string(error.description)])
@@ -189,12 +192,24 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     }
 
     /// Publishes ordered, unpublished rows in `relay_seq` order and marks them once all are acknowledged.
+    /// Stops before a row a newer release wrote (`OutboxEventUnreadable.writtenByNewerRelease`): that
+    /// release's relay publishes it and the rows after it, in order; this one waits (`waitsForNewerRelease`).
     private func publish(_ db: PGConnection, _ producer: KafkaProducer) throws -> Int {
-        let rows = try OutboxStore(db).ordered(limit: config.batch)
+        var rows = try OutboxStore(db).ordered(limit: config.batch)
+        waitsForNewerRelease = false
+        if let newer = rows.firstIndex(where: { if case .failure(let unreadable) = $0.payload { unreadable.writtenByNewerRelease } else { false } }) {
+            waitsForNewerRelease = true
+            if newerReleaseWarned.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true {
+                newerReleaseWarned = ContinuousClock.now
+                logger.warning("relay_waiting_for_newer_release", ["relay_seq": .int(rows[newer].relaySeq)])
+            }
+            rows.removeSubrange(newer...)
+        }
         guard !rows.isEmpty else { return 0 }
         let failures = Mutex<[KafkaError]>([])
         let group = DispatchGroup()
         var seqs: [Int64] = []
+        var sent = 0
         for row in rows {
             let seq = row.relaySeq
             seqs.append(seq)
@@ -202,11 +217,13 @@ public final class OutboxRelay: Service, @unchecked Sendable {
             switch row.payload {
             case .success(let bytes): payload = bytes
             case .failure(let unreadable):
-                // Marked with the others: one hand-damaged row must not hold back every event behind it.
+                // Marked with the others: a row nothing can publish (its ledger row deleted, its details
+                // damaged by hand) must not hold back every event behind it.
                 logger.error("relay_event_unreadable", ["relay_seq": .int(seq), "error": .string(unreadable.reason)])
                 Metrics.shared.increment("storeledger_relay_unreadable_total")
                 continue
             }
+            sent += 1
             let headers = [KafkaHeader(name: RecordHeader.relaySequence, value: Array(String(seq).utf8)),
                            KafkaHeader(name: RecordHeader.eventType, value: Array(row.eventType.utf8)),
                            KafkaHeader(name: RecordHeader.schema, value: Array(MembershipEvent.schemaId.utf8))]
@@ -224,7 +241,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
             kill(getpid(), SIGKILL)
         }
         try OutboxStore(db).markPublished(seqs)
-        Metrics.shared.increment("storeledger_relay_published_total", by: Double(rows.count))
+        Metrics.shared.increment("storeledger_relay_published_total", by: Double(sent))
         return rows.count
     }
 }

@@ -29,8 +29,13 @@ public struct MembershipEventDetails: Sendable, Equatable {
         recordedAtMs = event.recordedAtMs
     }
 
-    /// The first byte of the encoding; another version is refused, not misread.
+    /// The first byte of the encoding; another version is refused, not misread. A release that adds a
+    /// field or a case to any of the fields' enums writes a higher version, so that the relay of an
+    /// older release waits for its own upgrade instead of taking the row for a damaged one.
     static let version: UInt8 = 1
+
+    /// Whether `bytes` are details of a later version than this release writes.
+    public static func isNewer(_ bytes: [UInt8]) -> Bool { (bytes.first ?? 0) > version }
 
     /// The binary encoding (`BinaryRecord.swift`'s primitives), fields in a fixed order.
     public var bytes: [UInt8] {

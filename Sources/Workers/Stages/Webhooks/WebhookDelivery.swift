@@ -102,8 +102,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                 }
                 try store.enqueue(endpoint: endpoint.id, start: endpoint.start)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
-                try deliver(due, endpoint, signer, store, until: stop)
-                if due.isEmpty { _ = stop.wait(timeout: idleWait) }
+                // Nothing recorded: nothing due, or only rows a newer release's deliverer sends.
+                if try deliver(due, endpoint, signer, store, until: stop) == 0 { _ = stop.wait(timeout: idleWait) }
             } catch let error as PGError {
                 // PostgreSQL away: wait and reconnect (the next round); nothing is lost, the rows wait
                 // in the outbox.
@@ -119,6 +119,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         var startedMs: Int64
         var endedMs: Int64
         var result: Result<Int, WebhookHTTPFailure>
+        /// Set when no POST was made: the event could not be rebuilt here.
+        var unreadable: OutboxEventUnreadable?
     }
 
     /// POSTs a round's deliveries, `endpoint.concurrency` at a time, and records each as it returns.
@@ -128,9 +130,10 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     /// lost, and the deliverer lock with it) stops the round at once: no POST starts after it, and the
     /// round ends when those under way have returned, before a standby can send the same events. A stop
     /// likewise starts no more.
+    /// - Returns: how many attempts it recorded.
     private func deliver(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
-                         _ store: WebhookStore, until stop: StopSignal) throws {
-        guard !due.isEmpty else { return }
+                         _ store: WebhookStore, until stop: StopSignal) throws -> Int {
+        guard !due.isEmpty else { return 0 }
         let round = Round(due.count)
         // Threads of their own: each blocks on its answer, which GCD's pool must not run out of.
         for _ in 0..<min(endpoint.concurrency, due.count) {
@@ -143,9 +146,11 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
             }
         }
         defer { round.abandon() }
+        var recorded = 0
         while let sent = round.nextFinished() {
-            try record(sent, endpoint, store)
+            if try record(sent, endpoint, store) { recorded += 1 }
         }
+        return recorded
     }
 
     /// One round as its sending threads and the recording thread share it: which delivery to POST next,
@@ -203,9 +208,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         switch delivery.payload {
         case .success(let bytes): payload = bytes
         case .failure(let unreadable):
-            // A failed attempt like any other: retried, then given up, and shown by `webhooks show`.
             return Sent(delivery: delivery, startedMs: startedMs, endedMs: startedMs,
-                        result: .failure(WebhookHTTPFailure(reason: "not sent: \(unreadable)")))
+                        result: .failure(WebhookHTTPFailure(reason: "not sent: \(unreadable)")), unreadable: unreadable)
         }
         var request = URLRequest(url: endpoint.url, timeoutInterval: Double(endpoint.timeout.milliseconds) / 1000)
         request.httpMethod = "POST"
@@ -219,11 +223,18 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         return Sent(delivery: delivery, startedMs: startedMs, endedMs: currentTimeMs(), result: result)
     }
 
-    /// Logs one POST's attempt and moves its delivery on (delivered, retry at, or given up).
-    private func record(_ sent: Sent, _ endpoint: WebhookConfig.Endpoint, _ store: WebhookStore) throws {
+    /// Logs one POST's attempt and moves its delivery on (delivered, retry at, or given up); false when
+    /// it records nothing: a newer release wrote the event, and that release's deliverer sends it.
+    private func record(_ sent: Sent, _ endpoint: WebhookConfig.Endpoint, _ store: WebhookStore) throws -> Bool {
         let delivery = sent.delivery
         let outcome: WebhookStore.Outcome
         switch sent.result {
+        case .failure(let failure) where sent.unreadable != nil:
+            guard sent.unreadable?.writtenByNewerRelease == false else { return false }
+            // Nothing can rebuild it: given up at once (shown by `webhooks show`), or the user's later
+            // events would wait behind it for the whole retry window.
+            outcome = .failed(status: nil, error: failure.reason, next: .giveUp)
+            Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         case .success(let status) where (200..<300).contains(status):
             outcome = .delivered(status: status)
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "delivered"])
@@ -238,6 +249,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         }
         try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: delivery.attempts + 1, atMs: sent.startedMs,
                          durationMs: Int(sent.endedMs - sent.startedMs), outcome: outcome)
+        return true
     }
 }
 
