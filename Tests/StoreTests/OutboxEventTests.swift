@@ -2,10 +2,8 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
-import Runtime
 import Stages
 import Store
-import Synchronization
 import TestSupport
 import XCTest
 
@@ -159,18 +157,8 @@ final class OutboxEventTests: PGTestCase {
         ])
         let config = OutboxRelayConfig(kafka: KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "outbox-event-test"),
                                        databaseURL: url)
-        let relay = OutboxRelay(config: config)
-        let stop = StopSignal()
-        let done = DispatchSemaphore(value: 0)
-        let failure = Mutex<String?>(nil)
-        Thread.detachNewThread {
-            do { _ = try relay.run(until: stop) } catch { failure.withLock { $0 = String(describing: error) } }
-            done.signal()
-        }
-        defer {
-            stop.stop()
-            done.wait()
-        }
+        let relay = ServiceThread(OutboxRelay(config: config))
+        defer { relay.stop() }
         func published() throws -> [Int64: Bool] {
             Dictionary(uniqueKeysWithValues: try db.query("SELECT entry_id, published_at IS NOT NULL AS p FROM membership_outbox")
                 .map { (try $0.int64("entry_id"), try $0.bool("p")) })
@@ -180,7 +168,7 @@ final class OutboxEventTests: PGTestCase {
         while Date() < deadline {
             marks = try published()
             if marks[1_000] == true { break }
-            if let failure = failure.withLock({ $0 }) { return XCTFail("the relay stopped: \(failure)") }
+            if let failure = relay.failure { return XCTFail("the relay stopped: \(failure)") }
             Thread.sleep(forTimeInterval: 0.2)
         }
         Thread.sleep(forTimeInterval: 1.5)   // rounds after it: the rows behind the newer one stay put

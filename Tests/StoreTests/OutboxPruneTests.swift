@@ -2,9 +2,7 @@ import Domain
 import Foundation
 import Kafka
 import Postgres
-import Runtime
 import Stages
-import Synchronization
 import Store
 import TestSupport
 import XCTest
@@ -145,25 +143,15 @@ final class OutboxPruneTests: PGTestCase {
         var config = OutboxRelayConfig(kafka: KafkaConfig(bootstrapServers: broker.bootstrapServers, clientId: "outbox-prune-test"),
                                        databaseURL: url)
         config.retention = .seconds(week)
-        let relay = OutboxRelay(config: config)
-        let stop = StopSignal()
-        let done = DispatchSemaphore(value: 0)
-        let failure = Mutex<String?>(nil)
-        Thread.detachNewThread {
-            do { _ = try relay.run(until: stop) } catch { failure.withLock { $0 = String(describing: error) } }
-            done.signal()
-        }
-        defer {
-            stop.stop()
-            done.wait()
-        }
+        let relay = ServiceThread(OutboxRelay(config: config))
+        defer { relay.stop() }
         let deadline = Date().addingTimeInterval(60)
         var rows: [(entry: Int64, published: Bool)] = []
         while Date() < deadline {
             rows = try db.query("SELECT entry_id, published_at IS NOT NULL AS published FROM membership_outbox ORDER BY entry_id")
                 .map { (try $0.int64("entry_id"), try $0.bool("published")) }
             if rows.count == 1, rows[0].published { break }
-            if let failure = failure.withLock({ $0 }) { return XCTFail("the relay stopped: \(failure)") }
+            if let failure = relay.failure { return XCTFail("the relay stopped: \(failure)") }
             Thread.sleep(forTimeInterval: 0.2)
         }
         XCTAssertEqual(rows.map(\.entry), [40], "the rows published eight days ago are gone")

@@ -2,7 +2,6 @@ import Domain
 import Foundation
 import HTTPServer
 import Postgres
-import Runtime
 import Stages
 import Store
 import Synchronization
@@ -36,17 +35,8 @@ final class WebhookConcurrencyTests: PGTestCase {
             .init(id: "wide", url: URL(string: wide.url)!, secret: secret, start: .beginning, concurrency: 4),
             .init(id: "narrow", url: URL(string: narrow.url)!, secret: secret, start: .beginning, concurrency: 1),
         ], retry: WebhookRetryPolicy(baseDelayMs: 300, maxDelayMs: 300, giveUpAfterMs: 60_000))
-        let service = WebhookDeliveryService(config: config, databaseURL: url)
-        let stop = StopSignal()
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            _ = try? service.run(until: stop)
-            done.signal()
-        }
-        defer {
-            stop.stop()
-            done.wait()
-        }
+        let service = ServiceThread(WebhookDeliveryService(config: config, databaseURL: url))
+        defer { service.stop() }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, wide.accepted.count < Int(seq) || narrow.accepted.count < Int(seq) {
             Thread.sleep(forTimeInterval: 0.1)
@@ -90,17 +80,8 @@ final class WebhookConcurrencyTests: PGTestCase {
         let config = WebhookConfig(endpoints: [
             .init(id: "crm", url: URL(string: receiver.url)!, secret: Array("webhook-test-secret-0123456789".utf8), start: .beginning),
         ], retry: WebhookRetryPolicy(baseDelayMs: 60_000, maxDelayMs: 60_000, giveUpAfterMs: 3_600_000))
-        let service = WebhookDeliveryService(config: config, databaseURL: url)
-        let stop = StopSignal()
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            _ = try? service.run(until: stop)
-            done.signal()
-        }
-        defer {
-            stop.stop()
-            done.wait()
-        }
+        let service = ServiceThread(WebhookDeliveryService(config: config, databaseURL: url))
+        defer { service.stop() }
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, receiver.accepted.count < 2 { Thread.sleep(forTimeInterval: 0.1) }
         Thread.sleep(forTimeInterval: 1)   // later rounds change nothing
