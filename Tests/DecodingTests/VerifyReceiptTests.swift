@@ -115,6 +115,23 @@ final class VerifyReceiptTests: XCTestCase {
     }
 
     /// verifyReceipt answers status 0 for any app's receipt: an answer about another bundle is refused.
+    /// A kept client sends its exchanges over the connection it opened first (keep-alive: one TCP and
+    /// TLS handshake per connection, not per request); a one-off exchange opens its own.
+    func testAKeptClientReusesItsConnection() throws {
+        let server = try ScriptedServer(responses: Array(repeating: (200, "{}"), count: 8), keepAlive: true)
+        let client = BoundedHTTPClient()
+        for index in 0..<5 {
+            var request = URLRequest(url: server.url("/\(index)"))
+            request.httpMethod = "POST"
+            request.httpBody = Data("{\"n\":\(index)}".utf8)
+            XCTAssertEqual(try client.send(request, limit: 1024, timeout: 5).get().status, 200)
+        }
+        XCTAssertEqual(server.requests.map(\.path), ["/0", "/1", "/2", "/3", "/4"])
+        XCTAssertEqual(server.connections, 1, "five exchanges, one connection")
+        XCTAssertEqual(try BoundedHTTPExchange.send(URLRequest(url: server.url("/once")), limit: 1024, timeout: 5).get().status, 200)
+        XCTAssertEqual(server.connections, 2, "a one-off exchange has a session, and a connection, of its own")
+    }
+
     func testAnAnswerAboutAnotherAppsReceiptIsRefused() throws {
         let body = Array(#"{"user_id":"u","receipt_data":"AAAA"}"#.utf8)
         let server = try ScriptedServer(responses: [(200, Self.sandboxAnswer), (200, Self.sandboxAnswer)])
@@ -183,12 +200,17 @@ final class VerifyReceiptTests: XCTestCase {
 final class ScriptedServer: Sendable {
     struct Request: Sendable { let path: String; let body: [UInt8] }
     let port: UInt16
+    /// Answers on a connection until the client closes it (each connection on a thread of its own);
+    /// otherwise one answer per connection, then close.
+    let keepAlive: Bool
     private let socketFD: Int32
     private let recorded = Mutex<[Request]>([])
     private let script: Mutex<[(Int, String)]>
+    private let accepted = Mutex(0)
 
-    init(responses: [(Int, String)]) throws {
+    init(responses: [(Int, String)], keepAlive: Bool = false) throws {
         script = Mutex(responses)
+        self.keepAlive = keepAlive
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -211,6 +233,8 @@ final class ScriptedServer: Sendable {
     deinit { close(socketFD) }
 
     var requests: [Request] { recorded.withLock { $0 } }
+    /// Connections accepted so far.
+    var connections: Int { accepted.withLock { $0 } }
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
@@ -218,8 +242,16 @@ final class ScriptedServer: Sendable {
         while true {
             let client = accept(socketFD, nil, nil)
             guard client >= 0 else { return }
-            handle(client)
-            close(client)
+            accepted.withLock { $0 += 1 }
+            guard keepAlive else {
+                handle(client)
+                close(client)
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                handle(client)
+                close(client)
+            }
         }
     }
 
@@ -242,9 +274,11 @@ final class ScriptedServer: Sendable {
             let (status, body) = script.withLock { $0.isEmpty ? (500, "script exhausted") : $0.removeFirst() }
             // A redirect points back at this server: a client that followed it would ask again.
             let location = (300..<400).contains(status) ? "Location: \(url("/redirected"))\r\n" : ""
-            let response = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\n\(location)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            let connection = keepAlive ? "" : "Connection: close\r\n"
+            let response = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\n\(location)Content-Length: \(body.utf8.count)\r\n\(connection)\r\n\(body)"
             _ = Array(response.utf8).withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-            return
+            guard keepAlive else { return }
+            data = Array(data[(bodyStart + length)...])
         }
     }
 }

@@ -51,8 +51,10 @@ public struct APITransportError: Error, Sendable, CustomStringConvertible {
 
 /// Foundation's URLSession (libcurl on Linux), used synchronously like the verifyReceipt client.
 /// A body over `maxResponseBytes` is cut off while it arrives, so a huge answer cannot exhaust memory.
+/// One client for the transport's life: a walk of many pages reuses its connection to Apple.
 public struct URLSessionAPITransport: APITransport {
     public let maxResponseBytes: Int
+    private let http = BoundedHTTPClient()
 
     public init(maxResponseBytes: Int = APILimits.maxResponseBytes) { self.maxResponseBytes = maxResponseBytes }
 
@@ -61,7 +63,7 @@ public struct URLSessionAPITransport: APITransport {
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
-        return BoundedHTTPExchange.send(urlRequest, limit: maxResponseBytes, timeout: timeout)
+        return http.send(urlRequest, limit: maxResponseBytes, timeout: timeout)
             .map { APIHTTPResponse(status: $0.status, headers: $0.headers, body: $0.body) }
             .mapError { APITransportError($0.description, isOverLimit: $0.isOverLimit) }
     }

@@ -19,24 +19,11 @@ public enum BoundedHTTPExchange {
         public var body: [UInt8]
     }
 
-    /// Sends `request` on its own ephemeral session; waits at most `timeout` + `grace`. The failure
-    /// is a description (connection refused, timeout, a body over the limit). With `statusOnly` a
-    /// body over the limit is no failure: reading stops there and the answer is the status.
+    /// Sends `request` on a session of its own (`BoundedHTTPClient.send`): for a caller that talks to a
+    /// host now and then. One that sends many (webhook deliveries) keeps a client and its connections.
     public static func send(_ request: URLRequest, limit: Int, timeout: TimeInterval, grace: TimeInterval = 5,
                             statusOnly: Bool = false) -> Result<Response, ExchangeError> {
-        let collector = BoundedCollector(limit: limit, statusOnly: statusOnly)
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = nil
-        configuration.urlCache = nil
-        let session = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let task = session.dataTask(with: request)
-        task.resume()
-        guard collector.done.wait(timeout: .now() + timeout + grace) == .success else {
-            task.cancel()
-            return .failure(ExchangeError("no answer within \(timeout) s"))
-        }
-        return collector.result()
+        BoundedHTTPClient().send(request, limit: limit, timeout: timeout, grace: grace, statusOnly: statusOnly)
     }
 
     public struct ExchangeError: Error, Sendable, CustomStringConvertible {
@@ -50,9 +37,75 @@ public enum BoundedHTTPExchange {
     }
 }
 
-/// Collects one response body up to a limit. A class because URLSession wants a delegate object;
-/// its mutable state is behind a Mutex, so concurrent delegate callbacks are safe.
-private final class BoundedCollector: NSObject, URLSessionDataDelegate, Sendable {
+/// One URLSession for many bounded exchanges, each as `BoundedHTTPExchange` describes it: its
+/// connections stay open between them (HTTP keep-alive), so a client posting to one host pays the TCP
+/// and TLS handshakes once per connection, not once per request. Exchanges may run on several threads
+/// at once, up to `maxConnectionsPerHost` side by side. Ephemeral: no cookies, no cache.
+public final class BoundedHTTPClient: Sendable {
+    private let session: URLSession
+    private let router = ExchangeRouter()
+
+    public init(maxConnectionsPerHost: Int = 6) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.urlCache = nil
+        configuration.httpMaximumConnectionsPerHost = max(1, maxConnectionsPerHost)
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+
+    /// Sends `request`; waits at most `timeout` + `grace`. The failure is a description (connection
+    /// refused, timeout, a body over the limit). With `statusOnly` a body over the limit is no failure:
+    /// reading stops there and the answer is the status.
+    public func send(_ request: URLRequest, limit: Int, timeout: TimeInterval, grace: TimeInterval = 5,
+                     statusOnly: Bool = false) -> Result<BoundedHTTPExchange.Response, BoundedHTTPExchange.ExchangeError> {
+        let collector = BoundedCollector(limit: limit, statusOnly: statusOnly)
+        let task = session.dataTask(with: request)
+        router.add(collector, for: task)
+        defer { router.remove(task) }
+        task.resume()
+        guard collector.done.wait(timeout: .now() + timeout + grace) == .success else {
+            task.cancel()
+            return .failure(.init("no answer within \(timeout) s"))
+        }
+        return collector.result()
+    }
+}
+
+/// The session's delegate: hands each task's callbacks to that task's collector. A task whose caller
+/// stopped waiting (timed out) has none left: its answer is refused.
+private final class ExchangeRouter: NSObject, URLSessionDataDelegate, Sendable {
+    private let collectors = Mutex<[Int: BoundedCollector]>([:])
+
+    func add(_ collector: BoundedCollector, for task: URLSessionTask) { collectors.withLock { $0[task.taskIdentifier] = collector } }
+    func remove(_ task: URLSessionTask) { _ = collectors.withLock { $0.removeValue(forKey: task.taskIdentifier) } }
+    private func collector(_ task: URLSessionTask) -> BoundedCollector? { collectors.withLock { $0[task.taskIdentifier] } }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        guard let collector = collector(dataTask) else { return completionHandler(.cancel) }
+        collector.urlSession(session, dataTask: dataTask, didReceive: response, completionHandler: completionHandler)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        guard let collector = collector(dataTask) else { return dataTask.cancel() }
+        collector.urlSession(session, dataTask: dataTask, didReceive: data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        collector(task)?.urlSession(session, task: task, didCompleteWithError: error)
+    }
+}
+
+/// Collects one response body up to a limit; its mutable state is behind a Mutex, so callbacks from
+/// URLSession's threads are safe. Redirects are refused by the session's delegate (`ExchangeRouter`).
+private final class BoundedCollector: Sendable {
     let limit: Int
     let statusOnly: Bool
     let done = DispatchSemaphore(value: 0)
@@ -67,11 +120,6 @@ private final class BoundedCollector: NSObject, URLSessionDataDelegate, Sendable
     init(limit: Int, statusOnly: Bool) {
         self.limit = limit
         self.statusOnly = statusOnly
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
-        completionHandler(nil)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,

@@ -83,6 +83,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         defer { db?.close() }
         var delivering = false
         let signer = WebhookSigner(secret: endpoint.secret)
+        // Kept for the endpoint's life: its connections are reused from one POST to the next.
+        let http = BoundedHTTPClient(maxConnectionsPerHost: endpoint.concurrency)
         while !stop.isStopped {
             do {
                 if db == nil || db?.isBroken == true {
@@ -103,7 +105,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
                 try store.enqueue(endpoint: endpoint.id, start: endpoint.start)
                 let due = try store.due(endpoint: endpoint.id, nowMs: currentTimeMs())
                 // Nothing recorded: nothing due, or only rows a newer release's deliverer sends.
-                if try deliver(due, endpoint, signer, store, until: stop) == 0 { _ = stop.wait(timeout: idleWait) }
+                if try deliver(due, endpoint, signer, http, store, until: stop) == 0 { _ = stop.wait(timeout: idleWait) }
             } catch let error as PGError {
                 // PostgreSQL away: wait and reconnect (the next round); nothing is lost, the rows wait
                 // in the outbox.
@@ -132,7 +134,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     /// likewise starts no more.
     /// - Returns: how many attempts it recorded.
     private func deliver(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
-                         _ store: WebhookStore, until stop: StopSignal) throws -> Int {
+                         _ http: BoundedHTTPClient, _ store: WebhookStore, until stop: StopSignal) throws -> Int {
         guard !due.isEmpty else { return 0 }
         let round = Round(due.count)
         // Threads of their own: each blocks on its answer, which GCD's pool must not run out of.
@@ -141,7 +143,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
             Thread.detachNewThread {
                 defer { round.stopped() }
                 while !stop.isStopped, let index = round.take() {
-                    round.finished(Self.send(due[index], endpoint, signer))
+                    round.finished(Self.send(due[index], endpoint, signer, http))
                 }
             }
         }
@@ -202,7 +204,8 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         }
     }
 
-    private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner) -> Sent {
+    private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
+                             _ http: BoundedHTTPClient) -> Sent {
         let startedMs = currentTimeMs()
         let payload: [UInt8]
         switch delivery.payload {
@@ -219,7 +222,7 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         request.setValue("ledger-\(delivery.entryId)", forHTTPHeaderField: "StoreLedger-Event-Id")
         request.setValue(delivery.eventType, forHTTPHeaderField: "StoreLedger-Event-Type")
         request.setValue("StoreLedger-Webhooks/1", forHTTPHeaderField: "User-Agent")
-        let result = WebhookHTTP.post(request, timeout: endpoint.timeout)
+        let result = WebhookHTTP.post(request, timeout: endpoint.timeout, on: http)
         return Sent(delivery: delivery, startedMs: startedMs, endedMs: currentTimeMs(), result: result)
     }
 
@@ -253,15 +256,16 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     }
 }
 
-/// One synchronous POST with a hard deadline (URLSession's timeout is an idle timeout). Only the status
-/// matters: at most `maxBodyBytes` of the answer are read. A redirect is the answer, not followed (a
-/// 3xx is a failed attempt): following it would move the signed body to another host, or turn the
-/// POST into a GET whose 2xx would pass for delivery.
+/// One synchronous POST with a hard deadline (URLSession's timeout is an idle timeout), on the
+/// endpoint's client (its connections kept open between POSTs). Only the status matters: at most
+/// `maxBodyBytes` of the answer are read. A redirect is the answer, not followed (a 3xx is a failed
+/// attempt): following it would move the signed body to another host, or turn the POST into a GET
+/// whose 2xx would pass for delivery.
 enum WebhookHTTP {
     static let maxBodyBytes = 64 * 1024
 
-    static func post(_ request: URLRequest, timeout: Duration) -> Result<Int, WebhookHTTPFailure> {
-        BoundedHTTPExchange.send(request, limit: maxBodyBytes, timeout: Double(timeout.milliseconds) / 1000, grace: 0.5, statusOnly: true)
+    static func post(_ request: URLRequest, timeout: Duration, on http: BoundedHTTPClient) -> Result<Int, WebhookHTTPFailure> {
+        http.send(request, limit: maxBodyBytes, timeout: Double(timeout.milliseconds) / 1000, grace: 0.5, statusOnly: true)
             .map(\.status)
             .mapError { WebhookHTTPFailure(reason: $0.description) }
     }
