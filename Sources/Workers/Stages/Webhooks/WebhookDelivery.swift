@@ -121,8 +121,6 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         var startedMs: Int64
         var endedMs: Int64
         var result: Result<Int, WebhookHTTPFailure>
-        /// Set when no POST was made: the event could not be rebuilt here.
-        var unreadable: OutboxEventUnreadable?
     }
 
     /// POSTs a round's deliveries, `endpoint.concurrency` at a time, and records each as it returns.
@@ -132,25 +130,44 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
     /// lost, and the deliverer lock with it) stops the round at once: no POST starts after it, and the
     /// round ends when those under way have returned, before a standby can send the same events. A stop
     /// likewise starts no more.
+    ///
+    /// An event this release cannot rebuild is not POSTed. One a newer release wrote stays pending for
+    /// that release's deliverer. One nothing can rebuild is given up at once (shown by `webhooks show`):
+    /// retried, it would hold the user's later events for the whole retry window.
     /// - Returns: how many attempts it recorded.
     private func deliver(_ due: [WebhookStore.Due], _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
                          _ http: BoundedHTTPClient, _ store: WebhookStore, until stop: StopSignal) throws -> Int {
-        guard !due.isEmpty else { return 0 }
-        let round = Round(due.count)
+        var recorded = 0
+        var sendable: [(delivery: WebhookStore.Due, payload: [UInt8])] = []
+        for delivery in due {
+            switch delivery.payload {
+            case .success(let payload): sendable.append((delivery, payload))
+            case .failure(let unreadable) where unreadable.writtenByNewerRelease: continue
+            case .failure(let unreadable):
+                let nowMs = currentTimeMs()
+                try record(Sent(delivery: delivery, startedMs: nowMs, endedMs: nowMs,
+                                result: .failure(WebhookHTTPFailure(reason: "not sent: \(unreadable)"))),
+                           endpoint, store, next: .giveUp)
+                recorded += 1
+            }
+        }
+        guard !sendable.isEmpty else { return recorded }
+        let posts = sendable
+        let round = Round(posts.count)
         // Threads of their own: each blocks on its answer, which GCD's pool must not run out of.
-        for _ in 0..<min(endpoint.concurrency, due.count) {
+        for _ in 0..<min(endpoint.concurrency, posts.count) {
             round.started()
             Thread.detachNewThread {
                 defer { round.stopped() }
                 while !stop.isStopped, let index = round.take() {
-                    round.finished(Self.send(due[index], endpoint, signer, http))
+                    round.finished(Self.send(posts[index].delivery, posts[index].payload, endpoint, signer, http))
                 }
             }
         }
         defer { round.abandon() }
-        var recorded = 0
         while let sent = round.nextFinished() {
-            if try record(sent, endpoint, store) { recorded += 1 }
+            try record(sent, endpoint, store)
+            recorded += 1
         }
         return recorded
     }
@@ -204,16 +221,9 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         }
     }
 
-    private static func send(_ delivery: WebhookStore.Due, _ endpoint: WebhookConfig.Endpoint, _ signer: WebhookSigner,
-                             _ http: BoundedHTTPClient) -> Sent {
+    private static func send(_ delivery: WebhookStore.Due, _ payload: [UInt8], _ endpoint: WebhookConfig.Endpoint,
+                             _ signer: WebhookSigner, _ http: BoundedHTTPClient) -> Sent {
         let startedMs = currentTimeMs()
-        let payload: [UInt8]
-        switch delivery.payload {
-        case .success(let bytes): payload = bytes
-        case .failure(let unreadable):
-            return Sent(delivery: delivery, startedMs: startedMs, endedMs: startedMs,
-                        result: .failure(WebhookHTTPFailure(reason: "not sent: \(unreadable)")), unreadable: unreadable)
-        }
         var request = URLRequest(url: endpoint.url, timeoutInterval: Double(endpoint.timeout.milliseconds) / 1000)
         request.httpMethod = "POST"
         request.httpBody = Data(payload)
@@ -226,18 +236,13 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
         return Sent(delivery: delivery, startedMs: startedMs, endedMs: currentTimeMs(), result: result)
     }
 
-    /// Logs one POST's attempt and moves its delivery on (delivered, retry at, or given up); false when
-    /// it records nothing: a newer release wrote the event, and that release's deliverer sends it.
-    private func record(_ sent: Sent, _ endpoint: WebhookConfig.Endpoint, _ store: WebhookStore) throws -> Bool {
+    /// Logs one POST's attempt and moves its delivery on (delivered, retry at, or given up). A failure
+    /// to send goes on as the retry policy says, unless `next` says otherwise.
+    private func record(_ sent: Sent, _ endpoint: WebhookConfig.Endpoint, _ store: WebhookStore,
+                        next: WebhookRetryPolicy.Decision? = nil) throws {
         let delivery = sent.delivery
         let outcome: WebhookStore.Outcome
         switch sent.result {
-        case .failure(let failure) where sent.unreadable != nil:
-            guard sent.unreadable?.writtenByNewerRelease == false else { return false }
-            // Nothing can rebuild it: given up at once (shown by `webhooks show`), or the user's later
-            // events would wait behind it for the whole retry window.
-            outcome = .failed(status: nil, error: failure.reason, next: .giveUp)
-            Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         case .success(let status) where (200..<300).contains(status):
             outcome = .delivered(status: status)
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "delivered"])
@@ -247,12 +252,11 @@ public final class WebhookDeliveryService: Service, @unchecked Sendable {
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         case .failure(let error):
             outcome = .failed(status: nil, error: error.reason,
-                              next: delivery.afterFailure(config.retry, startedMs: sent.startedMs, endedMs: sent.endedMs))
+                              next: next ?? delivery.afterFailure(config.retry, startedMs: sent.startedMs, endedMs: sent.endedMs))
             Metrics.shared.increment("storeledger_webhook_deliveries_total", ["endpoint": endpoint.id, "result": "failed"])
         }
         try store.record(endpoint: endpoint.id, entryId: delivery.entryId, attempt: delivery.attempts + 1, atMs: sent.startedMs,
                          durationMs: Int(sent.endedMs - sent.startedMs), outcome: outcome)
-        return true
     }
 }
 
