@@ -148,12 +148,6 @@ struct Classification {
         if t.typedRevocationType == .familyRevoke || type?.isRevoke == true {
             return (Cut(atMs: at, kind: .revoke, appleReason: appleReason), "revoked (family sharing access removed)")
         }
-        // A family member's copy ends when the organizer stops sharing or is refunded; the member paid
-        // nothing and is refunded nothing. A receipt shows either as a cancellation date with no type
-        // of its own ("refunded a transaction or revoked it from family sharing"): a revocation, unless
-        // the organizer's switch ended it (the switch markers below).
-        let familyRevoke: (cut: Cut, explanation: String) = (Cut(atMs: at, kind: .revoke, appleReason: appleReason),
-                                                             "revoked (a family member's shared access ended: never a refund of theirs)")
         let replacement = event.transactions
             .filter { $0.productId != t.productId && $0.purchaseDateMs.distanceMagnitude(to: at) <= CancellationTarget.replacementWindowMs }
             .min { $0.purchaseDateMs.distanceMagnitude(to: at) < $1.purchaseDateMs.distanceMagnitude(to: at) }
@@ -168,7 +162,14 @@ struct Classification {
         if let nextProduct, appleReason == nil { markers.append("auto_renew_product_id \(nextProduct)") }
         let refundType = type?.isRefund == true && t.isUpgraded != true
         guard !markers.isEmpty, !refundType else {
-            if t.isFamilyShared { return familyRevoke }
+            // A family member's copy ends when the organizer stops sharing or is refunded; the member paid
+            // nothing and is refunded nothing. A receipt shows either as a cancellation date with no type
+            // of its own ("refunded a transaction or revoked it from family sharing"): a revocation, unless
+            // the organizer's switch ended it (the markers above).
+            if t.isFamilyShared {
+                return (Cut(atMs: at, kind: .revoke, appleReason: appleReason),
+                        "revoked (a family member's shared access ended: never a refund of theirs)")
+            }
             let prorated = t.typedRevocationType == .refundProrated
             let share = prorated ? t.revocationPercentage : nil
             let kind = prorated ? "prorated refund\(share.map { " of \(Double($0) / 1000)%" } ?? "")" : "refund"

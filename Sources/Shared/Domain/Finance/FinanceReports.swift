@@ -195,8 +195,8 @@ public enum Reconciliation {
             if !t.isFamilyShared { update(utcDay(t.purchaseMs), t) { countSale(t, in: &$0) } }
             if let cut = t.cancellationMs, t.cutKind == "refund" || t.cutKind == "revoke" {
                 update(utcDay(cut), t) { row in
-                    // Apple refunds the organizer; a member's access it takes back (a receipt without the
-                    // REVOKE notification shows that as a cancellation like a refund).
+                    // Apple refunds the organizer; a member's access it takes back. Classify cuts a member's
+                    // copy as a revocation; ledgers cut before it did may still say refund.
                     if t.cutKind == "refund", !t.isFamilyShared {
                         row.refunds += 1
                         row.refundTimeCutMs += t.timeCutMs
