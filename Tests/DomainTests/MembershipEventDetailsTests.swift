@@ -122,3 +122,13 @@ final class MembershipEventDetailsTests: XCTestCase {
         XCTAssertNil(Interval.storedList("[] x"))
     }
 }
+
+extension MembershipEvent {
+    /// The ledger row's part of this event, as the relay reads it from the row.
+    var entry: MembershipEventEntry {
+        MembershipEventEntry(entryId: ledgerEntryId, ledgerKind: ledgerKind, userId: userId, subscriptionKey: subscriptionKey,
+                             environment: environment, group: group, productId: productId, purchaseId: purchaseId,
+                             interval: interval, cutKind: cutKind, before: entitlement.before, after: entitlement.after,
+                             reason: reason, cause: cause)
+    }
+}

@@ -173,14 +173,6 @@ extension MembershipEvent {
         cause = entry.cause
         recordedAtMs = details.recordedAtMs
     }
-
-    /// The ledger row's part of this event.
-    public var entry: MembershipEventEntry {
-        MembershipEventEntry(entryId: ledgerEntryId, ledgerKind: ledgerKind, userId: userId, subscriptionKey: subscriptionKey,
-                             environment: environment, group: group, productId: productId, purchaseId: purchaseId,
-                             interval: interval, cutKind: cutKind, before: entitlement.before, after: entitlement.after,
-                             reason: reason, cause: cause)
-    }
 }
 
 extension Interval {
