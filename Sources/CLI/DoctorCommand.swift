@@ -80,12 +80,14 @@ struct DoctorCommand: CLICommand {
         var checks = [Check(name: "endpoint \(env)", ok: true, detail: "Request a Test Notification accepted")]
         let deadline = Date().addingTimeInterval(wait)
         var uuid: String?
+        var input: DedupeStore.SeenEvent?
         var delivered = false
         var last = "no answer"
         while Date() < deadline, !delivered {
             switch client.testNotificationStatus(token: token, environment: environment) {
             case .success(let status):
                 uuid = (status.notification.payload["notificationUUID"] as? String)?.lowercased()
+                input = RecoveryPass.seenInput(signedPayload: status.signedPayload, decoder: NotificationV2Decoder(verifier: client.verifier))
                 delivered = status.sendAttempts.contains { $0.sendAttemptResult == .success }
                 last = status.sendAttempts.last?.rawSendAttemptResult ?? "no attempt yet"
             case .failure(let failure):
@@ -95,9 +97,13 @@ struct DoctorCommand: CLICommand {
         }
         checks.append(Check(name: "delivery \(env)", ok: delivered, detail: delivered ? "Apple delivered the test notification" : "last attempt: \(last)"))
         guard delivered, let database, let uuid else { return checks }
+        guard let input else {
+            checks.append(Check(name: "pipeline \(env)", ok: false, detail: "notification \(uuid) does not decode as the decode stage would (its dead letters say why)"))
+            return checks
+        }
         var sighting: DedupeStore.Sighting?
         while Date() < deadline.addingTimeInterval(wait), sighting == nil {
-            sighting = (try? DedupeStore(database).sightings(["uuid:" + uuid]))?.first
+            sighting = (try? DedupeStore(database).sightings([input]))?.first
             if sighting == nil { Thread.sleep(forTimeInterval: 0.5) }
         }
         checks.append(Check(name: "pipeline \(env)", ok: sighting != nil, detail: sighting.map {

@@ -111,11 +111,21 @@ final class RecoverNotificationsTests: XCTestCase {
         let postgres = try EmbeddedPostgres.start()
         defer { postgres.stop() }
         try Self.run(["migrate", "--database-url", postgres.url], environment: [:])
-        let seen = Array(lost.sorted().prefix(2)).map { signed -> String in
-            "uuid:" + ((ServerAPIState.claims(signed)?["notificationUUID"] as? String) ?? "").lowercased()
+        // Dedupe records a notification under the subscription it is about (R18's key: the original
+        // transaction id, with the environment unless Production); the same UUID under another
+        // subscription is another input, and that notification is fed.
+        let sorted = lost.sorted()
+        func seenInput(_ signed: String) -> (key: String, event: String) {
+            let claims = ServerAPIState.claims(signed) ?? [:]
+            let data = claims["data"] as? [String: Any] ?? [:]
+            let transaction = (data["signedTransactionInfo"] as? String).flatMap(ServerAPIState.claims) ?? [:]
+            let key = SubscriptionKey.make(originalTransactionId: transaction["originalTransactionId"] as? String ?? "",
+                                           environment: data["environment"] as? String ?? "")
+            return (key, "uuid:" + ((claims["notificationUUID"] as? String) ?? "").lowercased())
         }
+        let seen = sorted.prefix(2).map(seenInput) + [(key: "another-subscription", event: seenInput(sorted[2]).event)]
         let db = try PGConnection(url: postgres.url)
-        for key in seen { _ = try db.execute("INSERT INTO seen_events (subscription_key, event_key) VALUES ('s', \(key))") }
+        for input in seen { _ = try db.execute("INSERT INTO seen_events (subscription_key, event_key) VALUES (\(input.key), \(input.event))") }
         db.close()
         let second = try Self.run(["recover", "notifications", "--from", String(nowMs - 90 * 86_400_000), "--to", String(nowMs),
                                    "--only-failures", "--json", "--database-url", postgres.url], environment: environment)

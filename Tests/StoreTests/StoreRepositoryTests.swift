@@ -263,9 +263,12 @@ final class StoreRepositoryTests: PGTestCase {
             XCTAssertEqual(inBatch.known, ["s-1": [purchase]], "inside a stage's transaction too")
             XCTAssertEqual(inBatch.seen, [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")])
         }
-        let sightings = try dedupe.sightings(["uuid:abc", "uuid:zzz"])
-        XCTAssertEqual(sightings.map(\.eventKey), ["uuid:abc"])
+        let sightings = try dedupe.sightings(asked.map { DedupeStore.SeenEvent(subscriptionKey: $0.0, eventKey: $0.1) }
+                                             + [DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:zzz")])
+        XCTAssertEqual(sightings.map(\.eventKey), ["uuid:abc", "uuid:abc"], "only under the subscription it was seen for, as often as asked")
         XCTAssertEqual(sightings.first?.deliveries, 3, "Apple's retries are counted")
+        XCTAssertFalse(sightings.first?.lastSeenAt.isEmpty ?? true)
+        XCTAssertEqual(try dedupe.sightings([]), [])
 
         var state = SubscriptionState(subscriptionKey: "s-1", userId: "u-1")
         state.grants["p-1"] = grant()
@@ -279,7 +282,7 @@ final class StoreRepositoryTests: PGTestCase {
 
         try dedupe.forget(["s-1"])
         XCTAssertEqual(try dedupe.batchState(of: ["s-1"], inputs: []).known, [:])
-        XCTAssertEqual(try dedupe.sightings(["uuid:abc"]), [])
+        XCTAssertEqual(try dedupe.sightings([DedupeStore.SeenEvent(subscriptionKey: "s-1", eventKey: "uuid:abc")]), [])
         XCTAssertEqual(try MembershipQueries(db).owners(transaction: "t-1b"), [])
     }
 

@@ -36,7 +36,8 @@ public struct AppStoreServerAPIClient: Sendable {
     public let settings: Settings
     let transport: any APITransport
     let tokens: any APITokenProvider
-    let verifier: SignedDataVerifier
+    /// Verifies Apple's answers; also what decodes a notification the history returned as the decode stage would.
+    public let verifier: SignedDataVerifier
     let sleep: @Sendable (Duration) -> Void
     let now: @Sendable () -> Date
 

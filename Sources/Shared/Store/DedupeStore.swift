@@ -139,13 +139,17 @@ extension DedupeStore {
         public var lastSeenAt: String
     }
 
-    /// The sightings of these event keys by any subscription (`uuid:<notificationUUID>` for a V2
-    /// notification), summed per key: the doctor's and recovery's check that the pipeline received a
-    /// notification, and how many times Apple delivered it.
-    public func sightings(_ eventKeys: [String]) throws -> [Sighting] {
-        try db.query("""
-            SELECT event_key, sum(deliveries)::bigint AS deliveries, max(last_seen_at)::text AS last_seen_at FROM seen_events
-            WHERE event_key = ANY(\(eventKeys)) GROUP BY event_key ORDER BY event_key
+    /// The sightings of these inputs, each under the subscription dedupe recorded it for (one index
+    /// probe each): the doctor's and recovery's check that the pipeline received a notification
+    /// (`uuid:<notificationUUID>`), and how many times Apple delivered it. Looked up by event key
+    /// alone, the check read the whole table, which grows by a row per input.
+    public func sightings(_ inputs: [SeenEvent]) throws -> [Sighting] {
+        guard !inputs.isEmpty else { return [] }
+        return try db.query("""
+            SELECT s.event_key, s.deliveries, s.last_seen_at::text AS last_seen_at FROM seen_events s
+            JOIN unnest(\(inputs.map(\.subscriptionKey))::text[], \(inputs.map(\.eventKey))::text[]) AS t(k, e)
+              ON s.subscription_key = t.k AND s.event_key = t.e
+            ORDER BY s.event_key
             """).map { Sighting(eventKey: try $0.string("event_key"), deliveries: try $0.int("deliveries"), lastSeenAt: try $0.string("last_seen_at")) }
     }
 }

@@ -54,7 +54,7 @@ public enum RecoveryPass {
                 try recover(from: middle, to: to, into: &report)
                 return
             }
-            let seen = try database.map { try RecoveryPass.seenUUIDs(walk.entries, db: $0) } ?? []
+            let seen = try database.map { try RecoveryPass.seenUUIDs(walk.entries, decoder: NotificationV2Decoder(verifier: client.verifier), db: $0) } ?? []
             let plan = NotificationRecovery.plan(walk.entries, alreadySeen: seen)
             report.truncated = report.truncated || walk.truncated
             report.found += walk.entries.count
@@ -86,11 +86,19 @@ public enum RecoveryPass {
          KafkaHeader(name: NotificationRecovery.provenanceHeader, value: Array(NotificationRecovery.provenanceRecovered.utf8))]
     }
 
-    /// The dedupe stage records a V2 notification as `uuid:<notificationUUID>` in seen_events.
-    static func seenUUIDs(_ entries: [NotificationHistoryEntry], db: PGConnection) throws -> Set<String> {
-        let keys = entries.compactMap { ($0.notification.payload["notificationUUID"] as? String).map { "uuid:\($0.lowercased())" } }
-        guard !keys.isEmpty else { return [] }
-        return Set(try DedupeStore(db).sightings(keys).map { String($0.eventKey.dropFirst("uuid:".count)) })
+    /// The UUIDs (lower case) of the entries the dedupe stage already saw.
+    static func seenUUIDs(_ entries: [NotificationHistoryEntry], decoder: NotificationV2Decoder, db: PGConnection) throws -> Set<String> {
+        let inputs = entries.compactMap { seenInput(signedPayload: $0.signedPayload, decoder: decoder) }
+        return Set(try DedupeStore(db).sightings(inputs).map { String($0.eventKey.dropFirst("uuid:".count)) })
+    }
+
+    /// What the dedupe stage records a V2 notification as: `uuid:<notificationUUID>` under the
+    /// subscription it is about, found by decoding it as the decode stage does (seen_events' key is
+    /// the pair). Nil without a UUID, or when it does not decode: the pipeline cannot have seen it.
+    public static func seenInput(signedPayload: String, decoder: NotificationV2Decoder) -> DedupeStore.SeenEvent? {
+        guard case .success(let event) = decoder.decode(signedPayload: signedPayload, receivedAtMs: 0, rawPosition: nil),
+              let uuid = event.notification?.uuid, !uuid.isEmpty else { return nil }
+        return DedupeStore.SeenEvent(subscriptionKey: event.subscriptionKey, eventKey: seenKey(of: event))
     }
 }
 
