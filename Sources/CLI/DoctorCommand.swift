@@ -80,14 +80,14 @@ struct DoctorCommand: CLICommand {
         var checks = [Check(name: "endpoint \(env)", ok: true, detail: "Request a Test Notification accepted")]
         let deadline = Date().addingTimeInterval(wait)
         var uuid: String?
-        var input: DedupeStore.SeenEvent?
+        var signedPayload: String?
         var delivered = false
         var last = "no answer"
         while Date() < deadline, !delivered {
             switch client.testNotificationStatus(token: token, environment: environment) {
             case .success(let status):
                 uuid = (status.notification.payload["notificationUUID"] as? String)?.lowercased()
-                input = RecoveryPass.seenInput(signedPayload: status.signedPayload, decoder: NotificationV2Decoder(verifier: client.verifier))
+                signedPayload = status.signedPayload
                 delivered = status.sendAttempts.contains { $0.sendAttemptResult == .success }
                 last = status.sendAttempts.last?.rawSendAttemptResult ?? "no attempt yet"
             case .failure(let failure):
@@ -96,8 +96,8 @@ struct DoctorCommand: CLICommand {
             if !delivered { Thread.sleep(forTimeInterval: 1) }
         }
         checks.append(Check(name: "delivery \(env)", ok: delivered, detail: delivered ? "Apple delivered the test notification" : "last attempt: \(last)"))
-        guard delivered, let database, let uuid else { return checks }
-        guard let input else {
+        guard delivered, let database, let uuid, let signedPayload else { return checks }
+        guard let input = RecoveryPass.seenInput(signedPayload: signedPayload, decoder: NotificationV2Decoder(verifier: client.verifier)) else {
             checks.append(Check(name: "pipeline \(env)", ok: false, detail: "notification \(uuid) does not decode as the decode stage would (its dead letters say why)"))
             return checks
         }

@@ -56,8 +56,7 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     private let config: OutboxRelayConfig
     private let logger = Logger(component: "relay")
     private let ready = Atomic<Bool>(false)
-    /// The last round stopped before a row a newer release wrote; when that was last logged.
-    private var waitsForNewerRelease = false
+    /// When the relay last logged that it stopped before a row a newer release wrote.
     private var newerReleaseWarned: ContinuousClock.Instant?
     public init(config: OutboxRelayConfig) { self.config = config }
 
@@ -104,10 +103,10 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         while !stop.isStopped {
             do {
                 try order(db, partitions: partitions)
-                let published = try publish(db, producer)
-                guard published < config.batch else { continue }
+                let round = try publish(db, producer)
+                guard round.rows < config.batch else { continue }
                 if ContinuousClock.now >= prunes.next { try prune(db, &prunes) }
-                _ = stop.wait(timeout: waitsForNewerRelease ? config.settle : config.idleWait)
+                _ = stop.wait(timeout: round.waitsForNewerRelease ? config.settle : config.idleWait)
             } catch let error as KafkaError {
                 // What landed is unknown: start over from the topic's tail with a fresh producer.
                 logger.warning("relay_publish_failed", ["error": .string(error.description)])
@@ -194,18 +193,18 @@ public final class OutboxRelay: Service, @unchecked Sendable {
     /// Publishes ordered, unpublished rows in `relay_seq` order and marks them once all are acknowledged.
     /// Stops before a row a newer release wrote (`OutboxEventUnreadable.writtenByNewerRelease`): that
     /// release's relay publishes it and the rows after it, in order; this one waits (`waitsForNewerRelease`).
-    private func publish(_ db: PGConnection, _ producer: KafkaProducer) throws -> Int {
+    /// - Returns: how many rows it took (published or passed over), and whether it stopped before such a row.
+    private func publish(_ db: PGConnection, _ producer: KafkaProducer) throws -> (rows: Int, waitsForNewerRelease: Bool) {
         var rows = try OutboxStore(db).ordered(limit: config.batch)
-        waitsForNewerRelease = false
-        if let newer = rows.firstIndex(where: { if case .failure(let unreadable) = $0.payload { unreadable.writtenByNewerRelease } else { false } }) {
-            waitsForNewerRelease = true
+        let newer = rows.firstIndex { if case .failure(let unreadable) = $0.payload { unreadable.writtenByNewerRelease } else { false } }
+        if let newer {
             if newerReleaseWarned.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true {
                 newerReleaseWarned = ContinuousClock.now
                 logger.warning("relay_waiting_for_newer_release", ["relay_seq": .int(rows[newer].relaySeq)])
             }
             rows.removeSubrange(newer...)
         }
-        guard !rows.isEmpty else { return 0 }
+        guard !rows.isEmpty else { return (0, newer != nil) }
         let failures = Mutex<[KafkaError]>([])
         let group = DispatchGroup()
         var seqs: [Int64] = []
@@ -242,6 +241,6 @@ public final class OutboxRelay: Service, @unchecked Sendable {
         }
         try OutboxStore(db).markPublished(seqs)
         Metrics.shared.increment("storeledger_relay_published_total", by: Double(sent))
-        return rows.count
+        return (rows.count, newer != nil)
     }
 }
